@@ -1,0 +1,236 @@
+/// A client's unsent change to one document: what it did, and the base version of each part.
+///
+/// The parts apply in a fixed order: `create`, `removals`, `assignments`, `setChanges`, `delete`.
+/// A base is the document version the client had seen when it first touched that part; the server
+/// counts a field as "changed on the server" when its version is newer than the base.
+/// See Spec/conflicts.md.
+public struct DocumentDelta: Hashable, Sendable {
+    /// A leaf value to assign.
+    public struct Assignment: Hashable, Sendable {
+        public var value: Value
+        public var base: Version
+
+        public init(value: Value, base: Version) {
+            self.value = value
+            self.base = base
+        }
+    }
+
+    /// Set operations on one set field. `adds` and `removes` never share an element.
+    public struct SetChange: Hashable, Sendable {
+        public var adds: Set<Value>
+        public var removes: Set<Value>
+        public var base: Version
+
+        public init(adds: Set<Value> = [], removes: Set<Value> = [], base: Version) {
+            self.adds = adds
+            self.removes = removes.subtracting(adds)
+            self.base = base
+        }
+    }
+
+    /// When set, the document is (re)created with no fields (every field is removed) first.
+    public var create: Version?
+    /// Paths removed with everything under them.
+    public var removals: [FieldPath: Version]
+    /// Leaf values assigned.
+    public var assignments: [FieldPath: Assignment]
+    /// Set operations.
+    public var setChanges: [FieldPath: SetChange]
+    /// When set, the document is deleted last.
+    public var delete: Version?
+
+    /// A change that does nothing.
+    public init() {
+        removals = [:]
+        assignments = [:]
+        setChanges = [:]
+    }
+
+    /// Whether the change does nothing at all.
+    public var isEmpty: Bool {
+        create == nil && delete == nil && removals.isEmpty && assignments.isEmpty && setChanges.isEmpty
+    }
+
+    /// Whether the change touches fields (or creates the document), as opposed to only deleting it.
+    public var hasEdits: Bool {
+        create != nil || !removals.isEmpty || !assignments.isEmpty || !setChanges.isEmpty
+    }
+
+    /// The earliest base of the field parts, or `nil` when there are none.
+    var earliestFieldBase: Version? {
+        let bases = removals.values.lazy + assignments.values.lazy.map(\.base) + setChanges.values.lazy.map(\.base)
+        return bases.min()
+    }
+
+    // MARK: Building deltas from an app's calls
+
+    /// `setData` / `add(data:)`: the document with exactly these fields.
+    ///
+    /// - Throws: `ValueError` naming the field when a value cannot be stored.
+    public static func create(_ data: [String: Value], base: Version) throws(ValueError) -> DocumentDelta {
+        var delta = DocumentDelta()
+        delta.create = base
+        for (key, value) in data {
+            let path = try FieldPath(segments: [key])
+            try delta.assign(value, at: path, base: base)
+        }
+        return delta
+    }
+
+    /// `updateData`: assigns paths (a map replaces the subtree), removes paths, adds to and removes
+    /// from sets. Parts apply in the order removals, assignments, set adds, set removes.
+    ///
+    /// - Throws: `ValueError` naming the field when a path or value cannot be stored.
+    public static func update(set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
+                              setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:],
+                              base: Version) throws(ValueError) -> DocumentDelta {
+        var delta = DocumentDelta()
+        for path in removals {
+            try path.checkNotRoot()
+            delta.compose(with: DocumentDelta(removals: [path: base]))
+        }
+        for (path, value) in assignments {
+            var part = DocumentDelta()
+            try part.assign(value, at: path, base: base)
+            delta.compose(with: part)
+        }
+        for (path, elements) in setAdd {
+            try path.checkNotRoot()
+            for element in elements { try element.validate(at: path, depth: 1) }
+            delta.compose(with: DocumentDelta(setChanges: [path: SetChange(adds: Set(elements), base: base)]))
+        }
+        for (path, elements) in setRemove {
+            try path.checkNotRoot()
+            for element in elements { try element.validate(at: path, depth: 1) }
+            delta.compose(with: DocumentDelta(setChanges: [path: SetChange(removes: Set(elements), base: base)]))
+        }
+        return delta
+    }
+
+    /// `delete`.
+    public static func delete(base: Version) -> DocumentDelta {
+        var delta = DocumentDelta()
+        delta.delete = base
+        return delta
+    }
+
+    init(removals: [FieldPath: Version] = [:], assignments: [FieldPath: Assignment] = [:],
+         setChanges: [FieldPath: SetChange] = [:]) {
+        self.removals = removals
+        self.assignments = assignments
+        self.setChanges = setChanges
+    }
+
+    /// Assigns `value` at `path`: a non-empty map becomes a removal of the path and its leaves.
+    private mutating func assign(_ value: Value, at path: FieldPath, base: Version) throws(ValueError) {
+        try path.checkNotRoot()
+        try value.validate(at: path, depth: path.segments.count)
+        if case .map(let entries) = value, !entries.isEmpty {
+            var part = DocumentDelta(removals: [path: base])
+            for (leafPath, leaf) in value.leaves(at: path) {
+                part.assignments[leafPath] = Assignment(value: leaf, base: base)
+            }
+            compose(with: part)
+        } else {
+            compose(with: DocumentDelta(assignments: [path: Assignment(value: value, base: base)]))
+        }
+    }
+
+    // MARK: Composition
+
+    /// Coalesces two changes of one document into one. See `compose(with:)`.
+    public static func compose(_ earlier: DocumentDelta, _ later: DocumentDelta) -> DocumentDelta {
+        var result = earlier
+        result.compose(with: later)
+        return result
+    }
+
+    /// Folds a later change into this one.
+    ///
+    /// Applied on a device the result equals applying both in order. Each path keeps the earliest
+    /// base with which it was touched, and a part the later change overwrites stays behind as a
+    /// removal with its own base, so the server still sees every conflict either change would have.
+    public mutating func compose(with later: DocumentDelta) {
+        if let createBase = later.create {
+            let bases = [createBase, create, delete].compactMap { $0 }
+            retire { _ in true }
+            create = bases.min()
+            delete = nil
+        }
+        for (path, base) in later.removals {
+            retire { $0.isWithin(path) }
+            removals[path] = min(removals[path] ?? base, base)
+        }
+        for (path, assignment) in later.assignments {
+            let base = min(assignments.removeValue(forKey: path)?.base ?? assignment.base, assignment.base)
+            retire { $0.overlaps(path) }
+            assignments[path] = Assignment(value: assignment.value, base: base)
+        }
+        for (path, change) in later.setChanges {
+            if var existing = setChanges[path] {
+                existing.adds = existing.adds.subtracting(change.removes).union(change.adds)
+                existing.removes = existing.removes.subtracting(change.adds).union(change.removes)
+                existing.base = min(existing.base, change.base)
+                setChanges[path] = existing
+            } else {
+                retire { $0.overlaps(path) }
+                setChanges[path] = change
+            }
+        }
+        if let deleteBase = later.delete {
+            delete = min(delete ?? deleteBase, deleteBase)
+        }
+    }
+
+    /// Turns the assignments and set changes at matching paths into removals that keep their bases:
+    /// on the device they are overwritten anyway; at the server they still probe for conflicts.
+    private mutating func retire(where matches: (FieldPath) -> Bool) {
+        for (path, assignment) in assignments where matches(path) {
+            assignments[path] = nil
+            removals[path] = min(removals[path] ?? assignment.base, assignment.base)
+        }
+        for (path, change) in setChanges where matches(path) {
+            setChanges[path] = nil
+            removals[path] = min(removals[path] ?? change.base, change.base)
+        }
+    }
+
+    /// Drops removes of set elements that `confirmed` does not hold: under observed-remove semantics
+    /// they take nothing, so an add and a remove of one element before sync cancel out. A set change
+    /// left with nothing to do on a path that already holds a set is dropped.
+    public func droppingUnobservedRemoves(confirmed: DocumentState) -> DocumentDelta {
+        var result = self
+        for (path, change) in setChanges {
+            guard case .set(let set)? = confirmed[path] else { continue }
+            var pruned = change
+            pruned.removes = change.removes.filter { set.elements[$0] != nil }
+            result.setChanges[path] = pruned.adds.isEmpty && pruned.removes.isEmpty ? nil : pruned
+        }
+        return result
+    }
+}
+
+extension DocumentState {
+    /// Applies a change unconditionally, as the device does for its own view: every part takes
+    /// effect, written at `version`.
+    public mutating func applyLocally(_ delta: DocumentDelta, at version: Version) {
+        if delta.create != nil {
+            setExistence(true, at: version)
+            removeSubtree(.root, at: version)
+        }
+        for path in delta.removals.keys { removeSubtree(path, at: version) }
+        for (path, assignment) in delta.assignments { assign(assignment.value, at: path, version: version) }
+        for (path, change) in delta.setChanges {
+            changeSet(at: path, adding: change.adds, removing: change.removes, version: version)
+        }
+        if delta.delete != nil { setExistence(false, at: version) }
+    }
+
+    /// This state with a change applied unconditionally. See `applyLocally(_:at:)`.
+    public func applyingLocally(_ delta: DocumentDelta, at version: Version) -> DocumentState {
+        var result = self
+        result.applyLocally(delta, at: version)
+        return result
+    }
+}

@@ -1,0 +1,364 @@
+/// A last-writer-wins register: a leaf value and the version that wrote it.
+public struct Register: Hashable, Sendable {
+    /// The value, or `nil` for a removed field (a field tombstone).
+    public var value: Value?
+    /// The version of the write.
+    public var version: Version
+
+    public init(value: Value?, version: Version) {
+        self.value = value
+        self.version = version
+    }
+}
+
+/// An observed-remove set.
+///
+/// Each element carries the version of its latest add. A remove with base `b` takes the adds with
+/// version `<= b`, so the element survives it exactly when its latest add is newer than `b`: the
+/// latest add is all that needs keeping, and the set does not grow with history.
+public struct ObservedRemoveSet: Hashable, Sendable {
+    /// Element -> version of its latest add.
+    public var elements: [Value: Version]
+    /// The version of the last change to the set (an add or a remove).
+    public var version: Version
+
+    public init(elements: [Value: Version] = [:], version: Version) {
+        self.elements = elements
+        self.version = version
+    }
+
+    /// The elements in their canonical order, as apps see them.
+    public var sortedElements: [Value] {
+        elements.keys.map { ($0.canonicalJSON, $0) }.sorted { Value.utf8Order($0.0, $1.0) }.map(\.1)
+    }
+}
+
+/// One field of a document: a register or a set.
+public enum Field: Hashable, Sendable {
+    case register(Register)
+    case set(ObservedRemoveSet)
+
+    /// The version of the field's last change.
+    public var version: Version {
+        switch self {
+        case .register(let register): register.version
+        case .set(let set): set.version
+        }
+    }
+
+    /// Whether the field holds something: a register with a value, or a set (even an empty one).
+    public var isLive: Bool {
+        switch self {
+        case .register(let register): register.value != nil
+        case .set: true
+        }
+    }
+
+    /// What apps see: the register's value, or the set's elements as a sorted array.
+    public var value: Value? {
+        switch self {
+        case .register(let register): register.value
+        case .set(let set): .array(set.sortedElements)
+        }
+    }
+}
+
+/// Whether a document exists, and since which version.
+public struct Existence: Hashable, Sendable {
+    public var exists: Bool
+    public var version: Version
+
+    public init(exists: Bool, version: Version) {
+        self.exists = exists
+        self.version = version
+    }
+
+    /// A document nobody has written.
+    public static let never = Existence(exists: false, version: .zero)
+}
+
+/// The CRDT state of one document: its existence register and a field per leaf path.
+///
+/// A deleted document keeps its fields under the existence tombstone so that an edit that wins over
+/// a concurrent delete re-creates it as the editor saw it; `document` hides them.
+public struct DocumentState: Hashable, Sendable {
+    /// Whether the document exists, and since which version.
+    public private(set) var existence: Existence
+    /// Field path -> field, tombstones included.
+    public private(set) var fields: [FieldPath: Field]
+    /// The highest version anywhere in the state: the base a client uses for its next change.
+    public private(set) var version: Version
+    /// Every strict prefix of a stored path (paths are never taken out, so this only grows), so that
+    /// "is anything stored under P?" is a lookup, not a scan, for documents without nesting.
+    private var interiorPaths: Set<FieldPath>
+    /// The size of the live fields: the UTF-8 bytes of each live path and its canonical value.
+    /// This is what `ValueLimits.maximumDocumentBytes` limits.
+    public private(set) var byteSize: Int
+
+    /// The state of a document nobody has written.
+    public init() {
+        existence = .never
+        fields = [:]
+        version = .zero
+        interiorPaths = []
+        byteSize = 0
+    }
+
+    /// Makes a state from its parts, as read back from storage or the wire.
+    public init(existence: Existence, fields: [FieldPath: Field]) {
+        self.init()
+        self.existence = existence
+        version = existence.version
+        for (path, field) in fields { store(field, at: path) }
+    }
+
+    /// The document as apps see it: nested maps of the live fields, or `nil` when it does not exist.
+    public var document: Value? {
+        existence.exists ? liveValue(within: .root) ?? .map([:]) : nil
+    }
+
+    /// Whether the document exists.
+    public var exists: Bool { existence.exists }
+
+    /// The field stored at exactly `path`.
+    public subscript(path: FieldPath) -> Field? { fields[path] }
+
+    /// The live value at `path` as apps would see it (a subtree is shown as a map), or `nil`.
+    public func liveValue(within path: FieldPath) -> Value? {
+        let live = livePaths(within: path)
+        if live.isEmpty { return nil }
+        if live == [path] { return fields[path]?.value }
+        // Older first, so that where a broken state holds overlapping leaves the newer one shows.
+        let ordered = live.compactMap { livePath in fields[livePath].map { (livePath, $0) } }
+            .sorted { ($0.1.version, $0.0) < ($1.1.version, $1.0) }
+        let depth = path.segments.count
+        var result = Value.map([:])
+        for (fieldPath, field) in ordered {
+            guard let value = field.value else { continue }
+            let relative = fieldPath.segments.dropFirst(depth).map(String.init)
+            if relative.isEmpty { result = value } else { Self.insert(value, at: relative[...], into: &result) }
+        }
+        return result
+    }
+
+    private static func insert(_ value: Value, at path: ArraySlice<String>, into target: inout Value) {
+        guard let key = path.first else { return }
+        var entries = target.mapValue ?? [:]
+        if path.count == 1 {
+            entries[key] = value
+        } else {
+            var child = entries[key] ?? .map([:])
+            if child.mapValue == nil { child = .map([:]) }
+            insert(value, at: path.dropFirst(), into: &child)
+            entries[key] = child
+        }
+        target = .map(entries)
+    }
+
+    // Equality is about content: the bookkeeping (interior paths) may differ between equal states.
+    public static func == (left: DocumentState, right: DocumentState) -> Bool {
+        left.existence == right.existence && left.fields == right.fields
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(existence)
+        hasher.combine(fields)
+    }
+
+    // MARK: Writes. Each takes the version it writes at; none checks conflicts (`apply` does).
+
+    /// Puts `field` at `path`, keeping the bookkeeping true.
+    mutating func store(_ field: Field, at path: FieldPath) {
+        if let old = fields.updateValue(field, forKey: path) {
+            byteSize -= Self.byteSize(of: old, at: path)
+        } else {
+            var prefix = path
+            while let parent = prefix.parent {
+                if !interiorPaths.insert(parent).inserted { break }
+                prefix = parent
+            }
+        }
+        byteSize += Self.byteSize(of: field, at: path)
+        if field.version > version { version = field.version }
+    }
+
+    private static func byteSize(of field: Field, at path: FieldPath) -> Int {
+        guard field.isLive, let value = field.value else { return 0 }
+        var bytes: [UInt8] = []
+        value.writeCanonicalJSON(to: &bytes)
+        return path.dotted.utf8.count + bytes.count
+    }
+
+    /// Puts back a field as it was in an earlier state (`nil`: there was none), undoing a write.
+    /// Call `recomputeVersion()` after undoing.
+    mutating func restore(_ path: FieldPath, to field: Field?) {
+        if let field {
+            store(field, at: path)
+        } else if let old = fields.removeValue(forKey: path) {
+            byteSize -= Self.byteSize(of: old, at: path)
+        }
+    }
+
+    /// Puts back an earlier existence register. Call `recomputeVersion()` after undoing.
+    mutating func restore(_ existence: Existence) {
+        self.existence = existence
+    }
+
+    /// Makes `version` the highest version again after writes were undone.
+    mutating func recomputeVersion() {
+        version = fields.values.lazy.map(\.version).reduce(existence.version, max)
+    }
+
+    /// Sets whether the document exists.
+    mutating func setExistence(_ exists: Bool, at version: Version) {
+        existence = Existence(exists: exists, version: version)
+        if version > self.version { self.version = version }
+    }
+
+    /// Paths of the live fields that lie within `path` (the field at `path` itself included).
+    func livePaths(within path: FieldPath) -> [FieldPath] {
+        var result: [FieldPath] = []
+        if let field = fields[path], field.isLive { result.append(path) }
+        if path.isRoot || interiorPaths.contains(path) {
+            for (candidate, field) in fields where field.isLive && candidate != path && candidate.isWithin(path) {
+                result.append(candidate)
+            }
+        }
+        return result
+    }
+
+    /// Paths of the live fields that writing `path` would replace: at a strict prefix of it or within it.
+    func livePaths(overlapping path: FieldPath) -> [FieldPath] {
+        var result = livePaths(within: path)
+        var prefix = path
+        while let parent = prefix.parent, !parent.isRoot {
+            if let field = fields[parent], field.isLive { result.append(parent) }
+            prefix = parent
+        }
+        return result
+    }
+
+    /// Removes the field at `path` (leaving a tombstone).
+    mutating func remove(_ path: FieldPath, at version: Version) {
+        store(.register(Register(value: nil, version: version)), at: path)
+    }
+
+    /// Removes every live field within `path`.
+    mutating func removeSubtree(_ path: FieldPath, at version: Version) {
+        for live in livePaths(within: path) { remove(live, at: version) }
+    }
+
+    /// Assigns a leaf value, removing whatever it replaces.
+    mutating func assign(_ value: Value, at path: FieldPath, version: Version) {
+        for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
+        store(.register(Register(value: value, version: version)), at: path)
+    }
+
+    /// Adds and removes set elements at `path`; a path that holds no set gets a new one.
+    /// Returns whether the set changed.
+    @discardableResult
+    mutating func changeSet(at path: FieldPath, adding adds: Set<Value>, removing removes: Set<Value>,
+                            version: Version, removeIf shouldRemove: (Version) -> Bool = { _ in true }) -> Bool {
+        if case .set(var set)? = fields[path], livePaths(overlapping: path) == [path] {
+            var changed = false
+            for element in removes {
+                if let added = set.elements[element], shouldRemove(added) {
+                    set.elements[element] = nil
+                    changed = true
+                }
+            }
+            for element in adds {
+                set.elements[element] = version
+                changed = true
+            }
+            guard changed else { return false }
+            set.version = version
+            store(.set(set), at: path)
+            return true
+        }
+        for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
+        store(.set(ObservedRemoveSet(elements: Dictionary(uniqueKeysWithValues: adds.map { ($0, version) }),
+                                     version: version)), at: path)
+        return true
+    }
+
+    // MARK: Join
+
+    /// Folds `other` into this state: per field (and for existence) the newer entry wins.
+    ///
+    /// Both states are snapshots (or delta-states) of one server's history, so the newer entry is
+    /// the later write. Equal versions with different contents, which a server never produces, are
+    /// ordered by their canonical encoding, so the join is commutative, associative and idempotent.
+    public mutating func merge(_ other: DocumentState) {
+        if Self.precedes(existence, other.existence) { setExistence(other.existence.exists, at: other.existence.version) }
+        for (path, field) in other.fields {
+            if let mine = fields[path], !Self.precedes(mine, field) { continue }
+            store(field, at: path)
+        }
+    }
+
+    /// The join of this state and `other`.
+    public func merging(_ other: DocumentState) -> DocumentState {
+        var result = self
+        result.merge(other)
+        return result
+    }
+
+    private static func precedes(_ left: Existence, _ right: Existence) -> Bool {
+        left.version != right.version ? left.version < right.version : (!left.exists && right.exists)
+    }
+
+    private static func precedes(_ left: Field, _ right: Field) -> Bool {
+        if left.version != right.version { return left.version < right.version }
+        if left == right { return false }
+        return Value.utf8Order(left.canonicalKey, right.canonicalKey)
+    }
+
+    /// The changes made after `version`: a delta-state that, joined into a replica holding this
+    /// state as of `version`, brings it up to date.
+    public func changes(after version: Version) -> DocumentState {
+        var delta = DocumentState()
+        if existence.version > version { delta.setExistence(existence.exists, at: existence.version) }
+        for (path, field) in fields where field.version > version { delta.store(field, at: path) }
+        return delta
+    }
+
+    /// Checks the invariants tests rely on; returns what is wrong, or nothing.
+    public func _invariantViolations() -> [String] {
+        var problems: [String] = []
+        let highest = fields.values.map(\.version).reduce(existence.version, max)
+        if highest != version { problems.append("version \(version) is not the highest version \(highest)") }
+        let size = fields.reduce(0) { $0 + Self.byteSize(of: $1.value, at: $1.key) }
+        if size != byteSize { problems.append("byteSize \(byteSize) is not \(size)") }
+        for path in fields.keys {
+            var prefix = path
+            while let parent = prefix.parent {
+                if !interiorPaths.contains(parent) { problems.append("missing interior path \(parent)") }
+                prefix = parent
+            }
+        }
+        return problems
+    }
+}
+
+extension Field {
+    /// A canonical encoding, used to order fields with equal versions.
+    var canonicalKey: String {
+        switch self {
+        case .register(let register):
+            return "r" + register.version.description + ":" + (register.value?.canonicalJSON ?? "-")
+        case .set(let set):
+            let elements = set.elements.map { $0.key.canonicalJSON + "@" + $0.value.description }.sorted(by: Value.utf8Order)
+            return "s" + set.version.description + ":" + elements.joined(separator: ",")
+        }
+    }
+}
+
+extension FieldPath {
+    /// The path one level up; `nil` for the root. The parent of a top-level field is the root.
+    var parent: FieldPath? {
+        guard !isRoot else { return nil }
+        guard let dot = dotted.lastIndex(of: FieldPath.separator) else { return .root }
+        return FieldPath(unchecked: String(dotted[..<dot]))
+    }
+}

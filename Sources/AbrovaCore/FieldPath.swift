@@ -1,0 +1,86 @@
+/// The dotted path of a field inside a document, such as `address.city`.
+///
+/// Segments are never empty and never contain the separator `.`; the empty path is the root, the
+/// whole document. A path is stored as its dotted string, which is what it is hashed and compared by.
+public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// The separator between segments.
+    public static let separator: Character = "."
+
+    /// The root: the whole document.
+    public static let root = FieldPath(unchecked: "")
+
+    /// The dotted form, `""` for the root.
+    public let dotted: String
+
+    /// Makes a path from its dotted form.
+    ///
+    /// - Throws: `ValueError` with code `invalidFieldName` when a segment is empty.
+    public init(_ dotted: String) throws(ValueError) {
+        if !dotted.isEmpty {
+            for segment in dotted.split(separator: Self.separator, omittingEmptySubsequences: false) where segment.isEmpty {
+                throw ValueError(.invalidFieldName, field: dotted, detail: "a path segment is empty")
+            }
+        }
+        self.dotted = dotted
+    }
+
+    /// Makes a path from segments.
+    ///
+    /// - Throws: `ValueError` with code `invalidFieldName` when a segment is empty or contains `.`.
+    public init(segments: [String]) throws(ValueError) {
+        for segment in segments where segment.isEmpty || segment.contains(Self.separator) {
+            throw ValueError(.invalidFieldName, field: segments.joined(separator: "."),
+                             detail: "a field name is empty or contains \".\"")
+        }
+        self.dotted = segments.joined(separator: ".")
+    }
+
+    /// A path known to be valid (built from validated parts).
+    init(unchecked dotted: String) { self.dotted = dotted }
+
+    public init(from decoder: any Decoder) throws {
+        let dotted = try decoder.singleValueContainer().decode(String.self)
+        do {
+            try self.init(dotted)
+        } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(dotted)
+    }
+
+    public var description: String { dotted }
+
+    /// Whether this is the root path.
+    public var isRoot: Bool { dotted.isEmpty }
+
+    /// The segments, none for the root.
+    public var segments: [Substring] {
+        isRoot ? [] : dotted.split(separator: Self.separator, omittingEmptySubsequences: false)
+    }
+
+    /// The path one level down.
+    public func appending(_ segment: String) -> FieldPath {
+        FieldPath(unchecked: isRoot ? segment : dotted + "." + segment)
+    }
+
+    /// Whether `self` is `other` or lies under it (`a.b` is within `a`; everything is within the root).
+    public func isWithin(_ other: FieldPath) -> Bool {
+        if other.isRoot { return true }
+        guard dotted.utf8.count >= other.dotted.utf8.count, dotted.hasPrefix(other.dotted) else { return false }
+        return dotted.utf8.count == other.dotted.utf8.count
+            || dotted.utf8[dotted.utf8.index(dotted.utf8.startIndex, offsetBy: other.dotted.utf8.count)] == UInt8(ascii: ".")
+    }
+
+    /// Whether one of the two paths lies within the other: writing one replaces the other.
+    public func overlaps(_ other: FieldPath) -> Bool {
+        isWithin(other) || other.isWithin(self)
+    }
+
+    public static func < (left: FieldPath, right: FieldPath) -> Bool {
+        Value.utf8Order(left.dotted, right.dotted)
+    }
+}

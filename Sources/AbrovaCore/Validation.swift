@@ -1,0 +1,52 @@
+extension Value {
+    /// Checks that the value can be stored at `path`, `depth` levels below the document.
+    ///
+    /// - Throws: `ValueError` naming the offending field: a NaN or infinite double, a map key that
+    ///   is empty or contains `.`, or nesting deeper than `ValueLimits.maximumDepth`.
+    public func validate(at path: FieldPath, depth: Int) throws(ValueError) {
+        guard depth <= ValueLimits.maximumDepth else {
+            throw ValueError(.tooDeep, field: path.dotted, detail: "nested deeper than \(ValueLimits.maximumDepth) levels")
+        }
+        switch self {
+        case .double(let double) where !double.isFinite:
+            throw ValueError(.notRepresentable, field: path.dotted, detail: "\(double) is not a finite number")
+        case .array(let elements):
+            for element in elements { try element.validate(at: path, depth: depth + 1) }
+        case .map(let entries):
+            for (key, value) in entries {
+                guard !key.isEmpty, !key.contains(FieldPath.separator) else {
+                    throw ValueError(.invalidFieldName, field: path.isRoot ? key : path.dotted + "." + key,
+                                     detail: "a field name is empty or contains \".\"")
+                }
+                try value.validate(at: path.appending(key), depth: depth + 1)
+            }
+        default:
+            break
+        }
+    }
+
+    /// The leaves of a value placed at `path`: each non-empty map is opened up, everything else is a
+    /// leaf (an empty map and an array included).
+    func leaves(at path: FieldPath) -> [(FieldPath, Value)] {
+        guard case .map(let entries) = self, !entries.isEmpty else { return [(path, self)] }
+        return entries.flatMap { key, value in value.leaves(at: path.appending(key)) }
+    }
+}
+
+extension FieldPath {
+    func checkNotRoot() throws(ValueError) {
+        if isRoot { throw ValueError(.invalidFieldName, field: "", detail: "a field path is empty") }
+    }
+}
+
+extension DocumentState {
+    /// Checks the document against `ValueLimits.maximumDocumentBytes`.
+    ///
+    /// - Throws: `ValueError` with code `tooLarge`.
+    public func checkSize() throws(ValueError) {
+        guard byteSize <= ValueLimits.maximumDocumentBytes else {
+            throw ValueError(.tooLarge, field: "",
+                             detail: "the document holds \(byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
+        }
+    }
+}

@@ -1,0 +1,58 @@
+/// Why a value, a path or a document was refused. Names the field it concerns.
+///
+/// A struct over a code, so that new codes do not break callers that switch on them.
+public struct ValueError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of problem it is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        /// A double that is NaN or infinite, or a number that fits no double.
+        public static let notRepresentable = Code(name: "notRepresentable")
+        /// A string or key that is not valid UTF-8 (or holds a lone surrogate).
+        public static let invalidUTF8 = Code(name: "invalidUTF8")
+        /// A field name that is empty or contains the path separator `.`.
+        public static let invalidFieldName = Code(name: "invalidFieldName")
+        /// Nesting deeper than `ValueLimits.maximumDepth`.
+        public static let tooDeep = Code(name: "tooDeep")
+        /// A document larger than `ValueLimits.maximumDocumentBytes`.
+        public static let tooLarge = Code(name: "tooLarge")
+        /// Text that is not JSON.
+        public static let malformedJSON = Code(name: "malformedJSON")
+        /// A change to a document that does not exist and that the change does not create.
+        public static let documentNotFound = Code(name: "documentNotFound")
+        public var description: String { name }
+    }
+
+    /// What kind of problem it is.
+    public let code: Code
+    /// The dotted path of the field concerned, `""` for the whole document.
+    public let field: String
+    /// A sentence for people.
+    public let detail: String
+
+    public init(_ code: Code, field: String, detail: String) {
+        self.code = code
+        self.field = field
+        self.detail = detail
+    }
+
+    /// The HTTP status this error maps to where it crosses the wire.
+    public var statusCode: Int {
+        switch code {
+        case .tooLarge: 413
+        case .documentNotFound: 404
+        default: 400
+        }
+    }
+
+    public var description: String {
+        field.isEmpty ? "\(code): \(detail)" : "\(code) at field \"\(field)\": \(detail)"
+    }
+}
+
+/// Documented limits on values and documents.
+public enum ValueLimits {
+    /// The deepest nesting of maps and arrays in a value (a value at the top counts as level 0).
+    public static let maximumDepth = 32
+    /// The largest document, measured as its canonical JSON encoding.
+    public static let maximumDocumentBytes = 1 << 20
+}
