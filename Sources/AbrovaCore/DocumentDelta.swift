@@ -1,6 +1,7 @@
 /// A client's unsent change to one document: what it did, and the base version of each part.
 ///
-/// The parts apply in a fixed order: `create`, `removals`, `assignments`, `setChanges`, `delete`.
+/// The parts apply in a fixed order: `create`, `removals`, `fieldRemovals`, `assignments`,
+/// `setChanges`, `delete`.
 /// A base is the document version the client had seen when it first touched that part; the server
 /// counts a field as "changed on the server" when its version is newer than the base.
 /// See Spec/conflicts.md.
@@ -33,6 +34,9 @@ public struct DocumentDelta: Hashable, Sendable {
     public var create: Version?
     /// Paths removed with everything under them.
     public var removals: [FieldPath: Version]
+    /// Fields removed at exactly their path; what lies under them stays. Composition leaves these
+    /// behind for the prefixes of a write it takes away, which that write had replaced.
+    public var fieldRemovals: [FieldPath: Version]
     /// Leaf values assigned.
     public var assignments: [FieldPath: Assignment]
     /// Set operations.
@@ -43,24 +47,35 @@ public struct DocumentDelta: Hashable, Sendable {
     /// A change that does nothing.
     public init() {
         removals = [:]
+        fieldRemovals = [:]
         assignments = [:]
         setChanges = [:]
     }
 
     /// Whether the change does nothing at all.
     public var isEmpty: Bool {
-        create == nil && delete == nil && removals.isEmpty && assignments.isEmpty && setChanges.isEmpty
+        create == nil && delete == nil && !hasFieldParts
     }
 
     /// Whether the change touches fields (or creates the document), as opposed to only deleting it.
     public var hasEdits: Bool {
-        create != nil || !removals.isEmpty || !assignments.isEmpty || !setChanges.isEmpty
+        create != nil || hasFieldParts
+    }
+
+    private var hasFieldParts: Bool {
+        !removals.isEmpty || !fieldRemovals.isEmpty || !assignments.isEmpty || !setChanges.isEmpty
+    }
+
+    /// The earliest base of any part (`Version.zero` for an empty change).
+    public var earliestBase: Version {
+        [create, delete, earliestFieldBase].compactMap { $0 }.min() ?? .zero
     }
 
     /// The earliest base of the field parts, or `nil` when there are none.
     var earliestFieldBase: Version? {
-        let bases = removals.values.lazy + assignments.values.lazy.map(\.base) + setChanges.values.lazy.map(\.base)
-        return bases.min()
+        let bases = [removals.values.min(), fieldRemovals.values.min(),
+                     assignments.values.lazy.map(\.base).min(), setChanges.values.lazy.map(\.base).min()]
+        return bases.compactMap { $0 }.min()
     }
 
     // MARK: Building deltas from an app's calls
@@ -118,6 +133,7 @@ public struct DocumentDelta: Hashable, Sendable {
     init(removals: [FieldPath: Version] = [:], assignments: [FieldPath: Assignment] = [:],
          setChanges: [FieldPath: SetChange] = [:]) {
         self.removals = removals
+        fieldRemovals = [:]
         self.assignments = assignments
         self.setChanges = setChanges
     }
@@ -159,23 +175,31 @@ public struct DocumentDelta: Hashable, Sendable {
             delete = nil
         }
         for (path, base) in later.removals {
+            let base = min(base, earliestBase(touching: path) ?? base)
             retire { $0.isWithin(path) }
-            removals[path] = min(removals[path] ?? base, base)
+            removals[path] = base
+        }
+        for (path, base) in later.fieldRemovals {
+            let base = min(base, earliestBase(touching: path) ?? base)
+            retire { $0 == path }
+            fieldRemovals[path] = base
         }
         for (path, assignment) in later.assignments {
-            let base = min(assignments.removeValue(forKey: path)?.base ?? assignment.base, assignment.base)
+            let base = min(assignment.base, earliestBase(touching: path) ?? assignment.base)
+            assignments[path] = nil
             retire { $0.overlaps(path) }
             assignments[path] = Assignment(value: assignment.value, base: base)
         }
         for (path, change) in later.setChanges {
+            let base = min(change.base, earliestBase(touching: path) ?? change.base)
             if var existing = setChanges[path] {
                 existing.adds = existing.adds.subtracting(change.removes).union(change.adds)
                 existing.removes = existing.removes.subtracting(change.adds).union(change.removes)
-                existing.base = min(existing.base, change.base)
+                existing.base = base
                 setChanges[path] = existing
             } else {
                 retire { $0.overlaps(path) }
-                setChanges[path] = change
+                setChanges[path] = SetChange(adds: change.adds, removes: change.removes, base: base)
             }
         }
         if let deleteBase = later.delete {
@@ -183,29 +207,54 @@ public struct DocumentDelta: Hashable, Sendable {
         }
     }
 
+    /// The earliest base with which this change touches `path` or anything overlapping it (a create
+    /// or a delete touches everything): the base a later part at `path` keeps.
+    private func earliestBase(touching path: FieldPath) -> Version? {
+        var earliest = [create, delete].compactMap { $0 }.min()
+        func consider(_ base: Version) { earliest = min(earliest ?? base, base) }
+        for (other, base) in removals where other.overlaps(path) { consider(base) }
+        for (other, base) in fieldRemovals where other.overlaps(path) { consider(base) }
+        for (other, assignment) in assignments where other.overlaps(path) { consider(assignment.base) }
+        for (other, change) in setChanges where other.overlaps(path) { consider(change.base) }
+        return earliest
+    }
+
     /// Turns the assignments and set changes at matching paths into removals that keep their bases:
     /// on the device they are overwritten anyway; at the server they still probe for conflicts.
+    /// A write had also replaced the fields at the prefixes of its path, and the later part that
+    /// overwrites it may not: those stay replaced, as field removals.
     private mutating func retire(where matches: (FieldPath) -> Bool) {
+        var retired: [(FieldPath, Version)] = []
         for (path, assignment) in assignments where matches(path) {
             assignments[path] = nil
-            removals[path] = min(removals[path] ?? assignment.base, assignment.base)
+            retired.append((path, assignment.base))
         }
         for (path, change) in setChanges where matches(path) {
             setChanges[path] = nil
-            removals[path] = min(removals[path] ?? change.base, change.base)
+            retired.append((path, change.base))
+        }
+        for (path, base) in retired {
+            removals[path] = min(removals[path] ?? base, base)
+            var prefix = path
+            while let parent = prefix.parent, !parent.isRoot {
+                fieldRemovals[parent] = min(fieldRemovals[parent] ?? base, base)
+                prefix = parent
+            }
         }
     }
 
     /// Drops removes of set elements that `confirmed` does not hold: under observed-remove semantics
     /// they take nothing, so an add and a remove of one element before sync cancel out. A set change
-    /// left with nothing to do on a path that already holds a set is dropped.
+    /// left with nothing to do is dropped when the set it acts on stays (the change neither creates
+    /// the document again nor removes the set first, either of which leaves a new, empty set).
     public func droppingUnobservedRemoves(confirmed: DocumentState) -> DocumentDelta {
         var result = self
         for (path, change) in setChanges {
             guard case .set(let set)? = confirmed[path] else { continue }
             var pruned = change
             pruned.removes = change.removes.filter { set.elements[$0] != nil }
-            result.setChanges[path] = pruned.adds.isEmpty && pruned.removes.isEmpty ? nil : pruned
+            let setStays = create == nil && fieldRemovals[path] == nil && !removals.keys.contains { path.isWithin($0) }
+            result.setChanges[path] = pruned.adds.isEmpty && pruned.removes.isEmpty && setStays ? nil : pruned
         }
         return result
     }
@@ -220,6 +269,7 @@ extension DocumentState {
             removeSubtree(.root, at: version)
         }
         for path in delta.removals.keys { removeSubtree(path, at: version) }
+        for path in delta.fieldRemovals.keys where fields[path]?.isLive == true { remove(path, at: version) }
         for (path, assignment) in delta.assignments { assign(assignment.value, at: path, version: version) }
         for (path, change) in delta.setChanges {
             changeSet(at: path, adding: change.adds, removing: change.removes, version: version)

@@ -76,7 +76,7 @@ private struct ServerJoin {
             case .merge: mergesAsSet ? .merged : .serverWon
             case .manual: .unresolved
             }
-            for path in Set(conflicting.map(reportedPath(for:))).sorted() {
+            for path in Set(conflicting.flatMap(reportedPaths(for:))).sorted() {
                 conflicts.append(Conflict(path: path, serverValue: before.liveValue(within: path),
                                           clientValue: after.liveValue(within: path), outcome: outcome))
             }
@@ -109,6 +109,7 @@ private struct ServerJoin {
         for (path, base) in delta.removals {
             for live in before.livePaths(within: path) { touch(live, base) }
         }
+        for (path, base) in delta.fieldRemovals where before[path]?.isLive == true { touch(path, base) }
         for (path, assignment) in delta.assignments {
             touch(path, assignment.base)
             for live in before.livePaths(overlapping: path) { touch(live, assignment.base) }
@@ -120,16 +121,16 @@ private struct ServerJoin {
         return bases
     }
 
-    /// Where a conflict on `field` is reported: at the path of the assignment or set change that
-    /// overwrites it, or at the field's own path when a removal (or a create) takes it away.
-    private func reportedPath(for field: FieldPath) -> FieldPath {
+    /// Where a conflict on `field` is reported: at the paths of the assignments or set changes that
+    /// overwrite it, or at the field's own path when a removal (or a create) takes it away.
+    private func reportedPaths(for field: FieldPath) -> [FieldPath] {
         var candidate: FieldPath? = field
         while let path = candidate, !path.isRoot {
-            if delta.assignments[path] != nil || delta.setChanges[path] != nil { return path }
+            if delta.assignments[path] != nil || delta.setChanges[path] != nil { return [path] }
             candidate = path.parent
         }
-        let written = delta.assignments.keys.lazy + delta.setChanges.keys.lazy
-        return written.first { $0.isWithin(field) } ?? field
+        let under = delta.assignments.keys.filter { $0.isWithin(field) } + delta.setChanges.keys.filter { $0.isWithin(field) }
+        return under.isEmpty ? [field] : under
     }
 
     /// Groups paths so that a path and every path under it are in one group.
@@ -151,7 +152,7 @@ private struct ServerJoin {
     /// Whether `path` is a set that both sides changed element by element (and the client did not
     /// replace it), so that merge combines elements rather than keeping the server's set.
     private func mergesElementwise(at path: FieldPath) -> Bool {
-        guard delta.setChanges[path] != nil, delta.create == nil,
+        guard delta.setChanges[path] != nil, delta.create == nil, delta.fieldRemovals[path] == nil,
               case .set? = before[path],
               !delta.removals.keys.contains(where: { path.isWithin($0) }) else { return false }
         return true

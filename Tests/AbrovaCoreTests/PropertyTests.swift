@@ -1,0 +1,331 @@
+import AbrovaCore
+import AbrovaTestSupport
+import Testing
+
+/// The properties of issue 2, each over `Property.defaultCases` seeded random cases. A failure
+/// prints its seed and the smallest failing case; replay with ABROVA_PROPERTY_SEED.
+@Suite struct PropertyTests {
+    func expectNoFailure(_ failure: Property.Failure?) {
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+
+    // MARK: The state join
+
+    struct ThreeStates: CustomStringConvertible {
+        var states: [DocumentState]
+        var origin: String
+        var description: String { "\(origin); states: " + states.map(\.shownContent).joined(separator: " / ") }
+    }
+
+    /// Snapshots and delta-states of one history, or of unrelated histories (equal versions with
+    /// different contents then occur, which the tie-break must order).
+    static func threeStates(_ choices: inout Choices) -> ThreeStates {
+        let histories = (0..<choices.int(in: 1...2)).map { _ in Generate.history(&choices) }
+        var states: [DocumentState] = []
+        for _ in 0..<3 {
+            let history = choices.element(of: histories)
+            if choices.below(2) == 0 || history.changes.isEmpty {
+                states.append(choices.element(of: history.states))
+            } else {
+                states.append(choices.element(of: history.changes))
+            }
+        }
+        return ThreeStates(states: states, origin: histories.map(\.description).joined(separator: " and "))
+    }
+
+    @Test func joinIsCommutativeAssociativeAndIdempotent() {
+        expectNoFailure(Property.check("join is a semilattice", generate: Self.threeStates) { input in
+            let (a, b, c) = (input.states[0], input.states[1], input.states[2])
+            if a.merging(b) != b.merging(a) { return "a ⊔ b != b ⊔ a" }
+            if a.merging(b).merging(c) != a.merging(b.merging(c)) { return "(a ⊔ b) ⊔ c != a ⊔ (b ⊔ c)" }
+            if a.merging(a) != a { return "a ⊔ a != a" }
+            let violations = a.merging(b)._invariantViolations()
+            return violations.isEmpty ? nil : "invariants: \(violations)"
+        })
+    }
+
+    // MARK: Convergence
+
+    struct Deliveries: CustomStringConvertible {
+        var history: History
+        var replicas: [[DocumentState]]
+        var description: String { "\(history); \(replicas.map(\.count)) deliveries per replica" }
+    }
+
+    @Test func replicasConvergeWhateverTheOrderAndDuplicates() {
+        expectNoFailure(Property.check("replicas converge", generate: { choices in
+            let history = Generate.history(&choices, steps: 1...8)
+            let replicas = (0..<3).map { _ in
+                var deliveries = history.changes
+                for _ in 0..<choices.below(4) where !history.changes.isEmpty {
+                    deliveries.append(choices.element(of: history.changes))  // duplicates
+                }
+                if choices.chance(oneIn: 3) { deliveries.append(choices.element(of: history.states)) }  // a full pull
+                return choices.shuffled(deliveries)
+            }
+            return Deliveries(history: history, replicas: replicas)
+        }) { input in
+            for (index, deliveries) in input.replicas.enumerated() {
+                var replica = DocumentState()
+                for delivery in deliveries { replica.merge(delivery) }
+                if replica != input.history.final {
+                    return "replica \(index) ended \(replica.shownContent), the server has \(input.history.final.shownContent)"
+                }
+                if !replica._invariantViolations().isEmpty { return "replica \(index): \(replica._invariantViolations())" }
+            }
+            return nil
+        })
+    }
+
+    // MARK: Compose
+
+    struct TwoEdits: CustomStringConvertible {
+        var history: History
+        var firstSnapshot: Int
+        var secondSnapshot: Int
+        var operations: [Operation]
+        var first: DocumentDelta
+        var second: DocumentDelta
+        var description: String {
+            "\(history); first edit on state \(firstSnapshot), second on state \(secondSnapshot): \(operations)"
+        }
+    }
+
+    /// A device edits on one snapshot, pulls a newer one, and edits again.
+    static func twoEdits(_ choices: inout Choices) -> TwoEdits {
+        let history = Generate.history(&choices)
+        let firstIndex = choices.below(history.states.count)
+        let secondIndex = firstIndex + choices.below(history.states.count - firstIndex)
+        let firstView = history.states[firstIndex]
+        let firstOperation = Generate.operation(&choices, view: firstView)
+        let first = firstOperation.delta(base: firstView.version)
+        let secondConfirmed = history.states[secondIndex]
+        let secondView = secondConfirmed.applyingLocally(first, at: secondConfirmed.version.next)
+        let secondOperation = Generate.operation(&choices, view: secondView)
+        let second = secondOperation.delta(base: secondConfirmed.version)
+        return TwoEdits(history: history, firstSnapshot: firstIndex, secondSnapshot: secondIndex,
+                        operations: [firstOperation, secondOperation], first: first, second: second)
+    }
+
+    @Test func composeEqualsApplyingInOrderOnTheDevice() {
+        expectNoFailure(Property.check("compose on the device", generate: Self.twoEdits) { input in
+            let start = input.history.states[input.secondSnapshot]
+            let version = input.history.final.version.next
+            let inOrder = start.applyingLocally(input.first, at: version).applyingLocally(input.second, at: version)
+            let composed = DocumentDelta.compose(input.first, input.second)
+            let once = start.applyingLocally(composed, at: version)
+            if once.shownContent != inOrder.shownContent {
+                return "in order: \(inOrder.shownContent); composed: \(once.shownContent)"
+            }
+            let pruned = start.applyingLocally(composed.droppingUnobservedRemoves(confirmed: start), at: version)
+            if pruned.shownContent != inOrder.shownContent {
+                return "after dropping unobserved removes: \(pruned.shownContent); in order: \(inOrder.shownContent)"
+            }
+            return nil
+        })
+    }
+
+    @Test func composeLosesNoConflictThatMatters() {
+        expectNoFailure(Property.check("compose loses no conflict", generate: Self.twoEdits) { input in
+            let server = input.history.final
+            let version = server.version.next
+            let composed = DocumentDelta.compose(input.first, input.second)
+            let intent = server.applyingLocally(composed, at: version)
+            for strategy in ConflictStrategy.allCases {
+                guard let together = try? strategy.apply(composed, to: server, version: version) else { continue }
+                for alone in [input.first, input.second] {
+                    guard let separate = try? strategy.apply(alone, to: server, version: version) else { continue }
+                    // A conflict still matters when a field there that the server changed since the
+                    // change's base is one the composition would change again.
+                    let base = alone.earliestBase
+                    /// The server fields behind a conflict that the composition would change again.
+                    func fieldsThatStillMatter(_ conflict: Conflict) -> [FieldPath] {
+                        server.fields.filter { path, field in
+                            (conflict.path.isRoot || path.overlaps(conflict.path))
+                                && field.version > base && intent[path]?.value != field.value
+                        }.map(\.key)
+                    }
+                    for conflict in separate.conflicts {
+                        let fields = fieldsThatStillMatter(conflict)
+                        let existenceMatters = conflict.path.isRoot && server.existence.version > base
+                            && intent.exists != server.exists
+                        guard existenceMatters || !fields.isEmpty else { continue }
+                        let covered = together.conflicts.contains { reported in
+                            reported.path.isRoot || conflict.path.isRoot || fields.contains { $0.overlaps(reported.path) }
+                        }
+                        if !covered {
+                            return "\(strategy): a change alone reports \(conflict.path) but the composition reports \(together.conflicts.map(\.path))"
+                        }
+                    }
+                }
+            }
+            return nil
+        })
+    }
+
+    // MARK: The server join against an independent reading of the table
+
+    struct OneEdit: CustomStringConvertible {
+        var history: History
+        var snapshot: Int
+        var operations: [Operation]
+        var delta: DocumentDelta
+        var description: String { "\(history); client on state \(snapshot): \(operations)" }
+    }
+
+    /// A client's offline edits (one to three operations, composed) on one snapshot.
+    static func oneEdit(_ choices: inout Choices) -> OneEdit {
+        let history = Generate.history(&choices)
+        let index = choices.below(history.states.count)
+        let confirmed = history.states[index]
+        var view = confirmed
+        var delta = DocumentDelta()
+        var operations: [Operation] = []
+        for _ in 0..<choices.int(in: 1...3) {
+            let operation = Generate.operation(&choices, view: view)
+            let part = operation.delta(base: confirmed.version)
+            operations.append(operation)
+            view.applyLocally(part, at: history.final.version.next)
+            delta.compose(with: part)
+        }
+        return OneEdit(history: history, snapshot: index, operations: operations,
+                       delta: delta.droppingUnobservedRemoves(confirmed: confirmed))
+    }
+
+    @Test func noClientChangeIsLostAndServerChangesAreOverwrittenOnlyByTheTable() {
+        expectNoFailure(Property.check("no loss", generate: Self.oneEdit) { input in
+            let server = input.history.final
+            let base = input.history.states[input.snapshot].version
+            let version = server.version.next
+            for strategy in ConflictStrategy.allCases {
+                guard let result = try? strategy.apply(input.delta, to: server, version: version) else { continue }
+                let documentDropped = result.conflicts.contains { $0.path.isRoot && $0.outcome != .clientWon && !server.exists }
+                let nothingApplied = strategy == .manual && !result.conflicts.isEmpty
+                func changedOnServer(overlapping path: FieldPath) -> Bool {
+                    server.fields.contains { $0.key.overlaps(path) && $0.value.version > base }
+                }
+                if !documentDropped && !nothingApplied {
+                    for (path, assignment) in input.delta.assignments where !changedOnServer(overlapping: path) {
+                        if result.state.liveValue(within: path) != assignment.value {
+                            return "\(strategy): the client's \(path)=\(assignment.value) was lost"
+                        }
+                    }
+                    let intent = server.applyingLocally(input.delta, at: version)
+                    for path in input.delta.setChanges.keys where !changedOnServer(overlapping: path) {
+                        if result.state.liveValue(within: path) != intent.liveValue(within: path) {
+                            return "\(strategy): the client's set change at \(path) was lost"
+                        }
+                    }
+                }
+                for (path, field) in server.fields where field.version > base {
+                    guard result.state[path]?.value != field.value else { continue }
+                    let allowed = result.conflicts.contains {
+                        ($0.path.isRoot || $0.path.overlaps(path)) && ($0.outcome == .clientWon || $0.outcome == .merged)
+                    }
+                    if !allowed { return "\(strategy): the server's change to \(path) was overwritten without a conflict won by the client" }
+                }
+            }
+            return nil
+        })
+    }
+
+    @Test func everySettledConflictIsReportedAndNothingElse() {
+        expectNoFailure(Property.check("conflicts reported exactly", generate: Self.oneEdit) { input in
+            let server = input.history.final
+            let base = input.history.states[input.snapshot].version
+            let version = server.version.next
+            let delta = input.delta
+            let intent = server.applyingLocally(delta, at: version)
+            for strategy in ConflictStrategy.allCases {
+                guard let result = try? strategy.apply(delta, to: server, version: version) else { continue }
+                // The table, read independently: a root conflict for delete-versus-edit and
+                // edit-versus-delete; a field conflict where the server changed a field since the
+                // base and the client's intent gives it another value.
+                let deletedSinceBase = !server.exists && server.existence.version > base && delta.hasEdits
+                let editedSinceBase = server.exists && delta.delete != nil && server.version > base
+                var expected: Set<FieldPath> = deletedSinceBase || editedSinceBase ? [.root] : []
+                if !(deletedSinceBase && strategy == .serverWins) {
+                    for (path, field) in server.fields where field.version > base && field.value != intent[path]?.value {
+                        let written = Array(delta.assignments.keys) + Array(delta.setChanges.keys)
+                        let above = written.filter { path.isWithin($0) }
+                        let under = written.filter { $0.isWithin(path) }
+                        expected.formUnion(!above.isEmpty ? above : !under.isEmpty ? under : [path])
+                    }
+                }
+                let reported = Set(result.conflicts.map(\.path))
+                if reported != expected {
+                    return "\(strategy): reported \(reported.map(\.dotted).sorted()), the table says \(expected.map(\.dotted).sorted())"
+                }
+                let outcomes = Set(result.conflicts.map(\.outcome))
+                switch strategy {
+                case .serverWins where !outcomes.isSubset(of: [.serverWon]),
+                     .clientWins where !outcomes.isSubset(of: [.clientWon]),
+                     .manual where !outcomes.isSubset(of: [.unresolved]):
+                    return "\(strategy): outcomes \(outcomes)"
+                default: break
+                }
+            }
+            return nil
+        })
+    }
+
+    // MARK: Sets
+
+    struct ConcurrentAddAndRemove: CustomStringConvertible {
+        var history: History
+        var element: Value
+        var serverOperations: [Operation]
+        var clientOperations: [Operation]
+        var description: String {
+            "\(history); element \(element); server: \(serverOperations); client: \(clientOperations)"
+        }
+    }
+
+    @Test func anAddConcurrentWithARemoveSurvivesUnderMerge() {
+        let setPath = try! FieldPath("cart")
+        expectNoFailure(Property.check("add wins under merge", generate: { choices in
+            let history = Generate.history(&choices)
+            let element = choices.element(of: Generate.elements)
+            // The element is in the set when the client takes its snapshot...
+            var serverOperations: [Operation] = [.update(set: [:], remove: [], add: [setPath: [element]], removeElements: [:])]
+            if !history.final.exists { serverOperations.insert(.create([:]), at: 0) }
+            // ...then the server adds it again, among other changes, while the client removes it.
+            var clientOperations: [Operation] = [.update(set: [:], remove: [], add: [:], removeElements: [setPath: [element]])]
+            for _ in 0..<choices.below(3) {
+                clientOperations.append(.update(set: [choices.element(of: Generate.registerPaths): Generate.value(&choices)],
+                                                remove: [], add: [:], removeElements: [:]))
+            }
+            return ConcurrentAddAndRemove(history: history, element: element, serverOperations: serverOperations,
+                                          clientOperations: clientOperations)
+        }) { input in
+            var server = input.history.final
+            for operation in input.serverOperations {
+                guard let next = try? ConflictStrategy.serverWins.apply(operation.delta(base: server.version), to: server,
+                                                                        version: server.version.next) else {
+                    return "could not set up the server"
+                }
+                server = next.state
+            }
+            let snapshot = server
+            let readd = Operation.update(set: [:], remove: [], add: [setPath: [input.element]], removeElements: [:])
+            guard let readded = try? ConflictStrategy.serverWins.apply(readd.delta(base: server.version), to: server,
+                                                                       version: server.version.next) else {
+                return "could not re-add"
+            }
+            server = readded.state
+            var delta = DocumentDelta()
+            for operation in input.clientOperations { delta.compose(with: operation.delta(base: snapshot.version)) }
+            delta = delta.droppingUnobservedRemoves(confirmed: snapshot)
+            guard let result = try? ConflictStrategy.merge.apply(delta, to: server, version: server.version.next) else {
+                return "the merge threw"
+            }
+            guard case .set(let set)? = result.state[setPath], set.elements[input.element] != nil else {
+                return "the concurrently added \(input.element) is gone: \(result.state.shownContent)"
+            }
+            guard result.conflicts.contains(where: { $0.path == setPath && $0.outcome == .merged }) else {
+                return "the set conflict was not reported as merged: \(result.conflicts)"
+            }
+            return nil
+        })
+    }
+}
