@@ -29,7 +29,7 @@ public struct ObservedRemoveSet: Hashable, Sendable {
 
     /// The elements in their canonical order, as apps see them.
     public var sortedElements: [Value] {
-        elements.keys.map { ($0.canonicalJSON, $0) }.sorted { Value.utf8Order($0.0, $1.0) }.map(\.1)
+        Self.canonicallySorted(Set(elements.keys))
     }
 }
 

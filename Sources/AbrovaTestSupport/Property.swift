@@ -112,14 +112,29 @@ public enum Property {
                 }
                 size /= 2
             }
-            // Lower single draws: to zero, then halving.
+            // Lower single draws: to zero, else to the smallest value that still fails, found by
+            // galloping up from 1 and then bisecting (generators map small draws to small values).
             for index in best.indices {
                 guard index < best.count, best[index] > 0 else { continue }
-                var candidate = best
-                candidate[index] = 0
-                if attempt(candidate) { improved = true; continue }
-                candidate[index] = best[index] / 2
-                if attempt(candidate) { improved = true }
+                func failsWith(_ raw: UInt64) -> Bool {
+                    guard index < best.count else { return false }
+                    var candidate = best
+                    candidate[index] = raw
+                    return attempt(candidate)
+                }
+                if failsWith(0) { improved = true; continue }
+                var passing: UInt64 = 0
+                var failing = best[index]
+                var probe: UInt64 = 1
+                while probe < failing {
+                    if failsWith(probe) { failing = probe; improved = true; break }
+                    passing = probe
+                    probe = probe > UInt64.max / 2 ? failing : probe * 2
+                }
+                while failing - passing > 1 {
+                    let middle = passing + (failing - passing) / 2
+                    if failsWith(middle) { failing = middle; improved = true } else { passing = middle }
+                }
             }
         }
 

@@ -1,0 +1,186 @@
+// Compact JSON forms of the CRDT types, used for storage and the wire (Spec/conflicts.md,
+// "Encodings"). They go through `Value` so that the hot paths can use the direct JSON writer and
+// parser, and `Codable` is built on the same forms.
+
+extension DocumentState {
+    /// The compact form: `{"e": [exists, version], "f": {path: field}}` where a register is
+    /// `[value, version]`, a removed field `[version]`, and a set `{"s": [[element, addedAt], ...], "v": version}`.
+    public var encoded: Value {
+        var fieldValues: [String: Value] = [:]
+        fieldValues.reserveCapacity(fields.count)
+        for (path, field) in fields {
+            switch field {
+            case .register(let register):
+                if let value = register.value {
+                    fieldValues[path.dotted] = .array([value, register.version.encoded])
+                } else {
+                    fieldValues[path.dotted] = .array([register.version.encoded])
+                }
+            case .set(let set):
+                let elements = set.sortedElements.map { element in
+                    Value.array([element, (set.elements[element] ?? .zero).encoded])
+                }
+                fieldValues[path.dotted] = .map(["s": .array(elements), "v": set.version.encoded])
+            }
+        }
+        return .map([
+            "e": .array([.int(existence.exists ? 1 : 0), existence.version.encoded]),
+            "f": .map(fieldValues),
+        ])
+    }
+
+    /// Reads the compact form.
+    ///
+    /// - Throws: `ValueError` (`malformedJSON`, naming the field) when the value is not a state.
+    public init(encoded value: Value) throws(ValueError) {
+        guard case .map(let parts) = value,
+              case .array(let existenceParts)? = parts["e"], existenceParts.count == 2,
+              let exists = existenceParts[0].intValue, exists == 0 || exists == 1 else {
+            throw ValueError(.malformedJSON, field: "", detail: "not a document state")
+        }
+        let existence = Existence(exists: exists == 1, version: try Version(encoded: existenceParts[1], field: "e"))
+        var fields: [FieldPath: Field] = [:]
+        for (dotted, encodedField) in parts["f"]?.mapValue ?? [:] {
+            let path = try FieldPath(dotted)
+            try path.checkNotRoot()
+            switch encodedField {
+            case .array(let items) where items.count == 1:
+                fields[path] = .register(Register(value: nil, version: try Version(encoded: items[0], field: dotted)))
+            case .array(let items) where items.count == 2:
+                try items[0].validate(at: path, depth: path.segments.count)
+                fields[path] = .register(Register(value: items[0], version: try Version(encoded: items[1], field: dotted)))
+            case .map(let setParts):
+                var elements: [Value: Version] = [:]
+                for pair in setParts["s"]?.arrayValue ?? [] {
+                    guard case .array(let items) = pair, items.count == 2 else {
+                        throw ValueError(.malformedJSON, field: dotted, detail: "not a set element")
+                    }
+                    try items[0].validate(at: path, depth: path.segments.count + 1)
+                    elements[items[0]] = try Version(encoded: items[1], field: dotted)
+                }
+                let version = try Version(encoded: setParts["v"] ?? .null, field: dotted)
+                fields[path] = .set(ObservedRemoveSet(elements: elements, version: version))
+            default:
+                throw ValueError(.malformedJSON, field: dotted, detail: "not a field")
+            }
+        }
+        self.init(existence: existence, fields: fields)
+    }
+}
+
+extension DocumentState: Codable {
+    public init(from decoder: any Decoder) throws {
+        let value = try decoder.singleValueContainer().decode(Value.self)
+        do {
+            try self.init(encoded: value)
+        } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(encoded)
+    }
+}
+
+extension DocumentDelta {
+    /// The compact form: `{"create": base, "removals": {path: base}, "fieldRemovals": {path: base},
+    /// "assignments": {path: [value, base]}, "setChanges": {path: {"add": [...], "remove": [...],
+    /// "base": base}}, "delete": base}`, each part only when present.
+    public var encoded: Value {
+        var parts: [String: Value] = [:]
+        if let create { parts["create"] = create.encoded }
+        if !removals.isEmpty { parts["removals"] = .map(removals.reduce(into: [:]) { $0[$1.key.dotted] = $1.value.encoded }) }
+        if !fieldRemovals.isEmpty {
+            parts["fieldRemovals"] = .map(fieldRemovals.reduce(into: [:]) { $0[$1.key.dotted] = $1.value.encoded })
+        }
+        if !assignments.isEmpty {
+            parts["assignments"] = .map(assignments.reduce(into: [:]) { $0[$1.key.dotted] = .array([$1.value.value, $1.value.base.encoded]) })
+        }
+        if !setChanges.isEmpty {
+            parts["setChanges"] = .map(setChanges.reduce(into: [:]) { result, entry in
+                result[entry.key.dotted] = .map([
+                    "add": .array(ObservedRemoveSet.canonicallySorted(entry.value.adds)),
+                    "remove": .array(ObservedRemoveSet.canonicallySorted(entry.value.removes)),
+                    "base": entry.value.base.encoded,
+                ])
+            })
+        }
+        if let delete { parts["delete"] = delete.encoded }
+        return .map(parts)
+    }
+
+    /// Reads the compact form, validating every path and value.
+    ///
+    /// - Throws: `ValueError` naming the field when a part is malformed or a value cannot be stored.
+    public init(encoded value: Value) throws(ValueError) {
+        guard case .map(let parts) = value else {
+            throw ValueError(.malformedJSON, field: "", detail: "a change is not a map")
+        }
+        self.init()
+        func paths(_ key: String) throws(ValueError) -> [(FieldPath, Value)] {
+            var result: [(FieldPath, Value)] = []
+            for (dotted, item) in parts[key]?.mapValue ?? [:] {
+                let path = try FieldPath(dotted)
+                try path.checkNotRoot()
+                result.append((path, item))
+            }
+            return result
+        }
+        if let base = parts["create"] { create = try Version(encoded: base, field: "create") }
+        if let base = parts["delete"] { delete = try Version(encoded: base, field: "delete") }
+        for (path, base) in try paths("removals") { removals[path] = try Version(encoded: base, field: path.dotted) }
+        for (path, base) in try paths("fieldRemovals") { fieldRemovals[path] = try Version(encoded: base, field: path.dotted) }
+        for (path, item) in try paths("assignments") {
+            guard case .array(let items) = item, items.count == 2 else {
+                throw ValueError(.malformedJSON, field: path.dotted, detail: "an assignment is not [value, base]")
+            }
+            try items[0].validate(at: path, depth: path.segments.count)
+            assignments[path] = Assignment(value: items[0], base: try Version(encoded: items[1], field: path.dotted))
+        }
+        for (path, item) in try paths("setChanges") {
+            let adds = item.mapValue?["add"]?.arrayValue ?? []
+            let removes = item.mapValue?["remove"]?.arrayValue ?? []
+            for element in adds + removes { try element.validate(at: path, depth: path.segments.count + 1) }
+            guard Set(adds).isDisjoint(with: removes) else {
+                throw ValueError(.malformedJSON, field: path.dotted, detail: "an element is both added and removed")
+            }
+            setChanges[path] = SetChange(adds: Set(adds), removes: Set(removes),
+                                         base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
+        }
+    }
+}
+
+extension DocumentDelta: Codable {
+    public init(from decoder: any Decoder) throws {
+        let value = try decoder.singleValueContainer().decode(Value.self)
+        do {
+            try self.init(encoded: value)
+        } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(encoded)
+    }
+}
+
+extension ObservedRemoveSet {
+    static func canonicallySorted(_ elements: Set<Value>) -> [Value] {
+        elements.map { ($0.canonicalJSON, $0) }.sorted { Value.utf8Order($0.0, $1.0) }.map(\.1)
+    }
+}
+
+extension Version {
+    var encoded: Value { .int(Int64(bitPattern: rawValue)) }
+
+    init(encoded value: Value, field: String) throws(ValueError) {
+        guard case .int(let number) = value, number >= 0 else {
+            throw ValueError(.malformedJSON, field: field, detail: "a version is not a non-negative integer")
+        }
+        self.init(UInt64(number))
+    }
+}

@@ -1,0 +1,83 @@
+import AbrovaCore
+import AbrovaTestSupport
+import Testing
+
+@Suite struct ComposeTests {
+    let qty = try! FieldPath("qty")
+    let items = try! FieldPath("items")
+
+    func cart(items elements: [Value] = ["milk"]) throws -> DocumentState {
+        var state = DocumentState()
+        state = try ConflictStrategy.serverWins.apply(try DocumentDelta.create(["qty": 1], base: .zero), to: state,
+                                                      version: Version(1)).state
+        let add = try DocumentDelta.update(setAdd: [items: elements], base: state.version)
+        return try ConflictStrategy.serverWins.apply(add, to: state, version: Version(2)).state
+    }
+
+    @Test func tenEditsOfOneFieldComposeIntoOne() throws {
+        var pending = DocumentDelta()
+        for edit in 1...10 {
+            pending.compose(with: try DocumentDelta.update(set: [qty: .int(Int64(edit))], base: Version(7)))
+        }
+        #expect(pending.assignments == [qty: .init(value: 10, base: Version(7))])
+        #expect(pending.removals.isEmpty && pending.fieldRemovals.isEmpty && pending.setChanges.isEmpty)
+    }
+
+    @Test func theEarliestBaseIsKeptSoAPullBetweenEditsHidesNoConflict() throws {
+        var pending = try DocumentDelta.update(set: [qty: 2], base: Version(2))
+        pending.compose(with: try DocumentDelta.update(set: [qty: 3], base: Version(5)))
+        #expect(pending.assignments[qty]?.base == Version(2))
+
+        // The server changed qty at 3; the device pulled version 5 and edited again.
+        var server = try cart()
+        server = try ConflictStrategy.serverWins.apply(try DocumentDelta.update(set: [qty: 9], base: Version(2)),
+                                                       to: server, version: Version(3)).state
+        let result = try ConflictStrategy.serverWins.apply(pending, to: server, version: Version(6))
+        #expect(result.conflicts.map(\.path) == [qty])
+        #expect(result.state.document?.mapValue?["qty"] == 9)
+    }
+
+    @Test func anAddAndARemoveOfTheSameElementBeforeSyncCancelOut() throws {
+        let confirmed = try cart()
+        var pending = try DocumentDelta.update(setAdd: [items: ["eggs"]], base: confirmed.version)
+        pending.compose(with: try DocumentDelta.update(setRemove: [items: ["eggs"]], base: confirmed.version))
+        #expect(pending.droppingUnobservedRemoves(confirmed: confirmed).isEmpty)
+
+        // A remove of an element the device had seen is kept.
+        var seen = try DocumentDelta.update(setAdd: [items: ["milk"]], base: confirmed.version)
+        seen.compose(with: try DocumentDelta.update(setRemove: [items: ["milk"]], base: confirmed.version))
+        #expect(seen.droppingUnobservedRemoves(confirmed: confirmed).setChanges[items]?.removes == ["milk"])
+    }
+
+    @Test func aRemovalOfAWriteKeepsTheLeafItReplaced() throws {
+        // a is a leaf; writing a.x.z replaces it; removing a.x takes the write away, not the replacement.
+        let a = try FieldPath("a")
+        var state = DocumentState()
+        state.applyLocally(try DocumentDelta.create(["a": 0], base: .zero), at: Version(1))
+        var pending = try DocumentDelta.update(set: [try FieldPath("a.x.z"): 0], base: Version(1))
+        pending.compose(with: try DocumentDelta.update(remove: [try FieldPath("a.x")], base: Version(1)))
+        #expect(pending.fieldRemovals[a] == Version(1))
+        #expect(state.applyingLocally(pending, at: Version(2)).document == [:])
+    }
+}
+
+@Suite struct HarnessTests {
+    @Test func aFailureIsShrunkToTheSmallestCaseAndNamesItsSeed() {
+        let failure = Property.check("no element reaches 10", cases: 200, generate: { choices in
+            (0..<choices.int(in: 0...20)).map { _ in choices.below(100) }
+        }, property: { list in
+            list.contains { $0 >= 10 } ? "found \(list.filter { $0 >= 10 })" : nil
+        })
+        #expect(failure?.smallestCase == "[10]")
+        #expect(failure?.description.contains("ABROVA_PROPERTY_SEED=\(failure?.seed ?? 0)") == true)
+    }
+
+    @Test func theSameSeedGivesTheSameCaseAndADrawRecordingReplaysIt() {
+        var first = Choices(seed: 42)
+        var second = Choices(seed: 42)
+        let values = (0..<50).map { _ in first.below(1000) }
+        #expect(values == (0..<50).map { _ in second.below(1000) })
+        var replay = Choices(replaying: first.draws)
+        #expect((0..<50).map { _ in replay.below(1000) } == values)
+    }
+}
