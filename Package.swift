@@ -13,7 +13,7 @@ let package = Package(
     targets: [
         .target(name: "AbrovaCore"),
         .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore"]),
-        .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore"]),
+        .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
     ],

@@ -1,1 +1,27 @@
-print("placeholder")
+// abrova-bench: figures as ratios against baselines measured in the same run, because these
+// machines are shared and noisy and only ratios hold. Build it in release:
+//
+//     swift run -c release abrova-bench [--json results.json] [--quick]
+
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let options = BenchmarkOptions(arguments: arguments)
+
+print("# abrova-bench")
+print("")
+print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB; \(options.isQuick ? "quick run" : "full run")")
+print("")
+
+var report = BenchmarkReport()
+CoreBenchmarks(options: options).run(into: &report)
+report.printTable()
+if let path = options.jsonPath {
+    do {
+        try report.writeJSON(to: path)
+        print("\nwrote \(path)")
+    } catch {
+        print("\ncould not write \(path): \(error)")
+        exit(1)
+    }
+}

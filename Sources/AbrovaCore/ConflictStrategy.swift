@@ -47,6 +47,23 @@ public struct Conflict: Hashable, Sendable {
     }
 }
 
+/// What the server's join of a change did to the state it changed in place.
+public struct JoinReport: Hashable, Sendable {
+    /// What was applied, as a delta-state: every field (and the existence register) written at the
+    /// new version. Empty when nothing was applied.
+    public var changes: DocumentState
+    /// The conflicts settled, ordered by path.
+    public var conflicts: [Conflict]
+
+    public init(changes: DocumentState = DocumentState(), conflicts: [Conflict] = []) {
+        self.changes = changes
+        self.conflicts = conflicts
+    }
+
+    /// Whether anything was applied.
+    public var isApplied: Bool { changes.version != .zero }
+}
+
 /// What the server's join of a change produced.
 public struct ApplyResult: Hashable, Sendable {
     /// The document's new state (the old one when nothing was applied).

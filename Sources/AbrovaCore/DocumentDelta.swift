@@ -33,16 +33,42 @@ public struct DocumentDelta: Hashable, Sendable {
     /// When set, the document is (re)created with no fields (every field is removed) first.
     public var create: Version?
     /// Paths removed with everything under them.
-    public var removals: [FieldPath: Version]
+    public internal(set) var removals: [FieldPath: Version]
     /// Fields removed at exactly their path; what lies under them stays. Composition leaves these
     /// behind for the prefixes of a write it takes away, which that write had replaced.
-    public var fieldRemovals: [FieldPath: Version]
+    public internal(set) var fieldRemovals: [FieldPath: Version]
     /// Leaf values assigned.
-    public var assignments: [FieldPath: Assignment]
+    public internal(set) var assignments: [FieldPath: Assignment]
     /// Set operations.
-    public var setChanges: [FieldPath: SetChange]
+    public internal(set) var setChanges: [FieldPath: SetChange]
     /// When set, the document is deleted last.
     public var delete: Version?
+    /// Whether a path with a separator may be here. While none is, two paths overlap only when
+    /// equal, and compose looks them up instead of scanning. Every write of a nested path sets it.
+    var hasNestedPaths = false
+
+    /// Sets `hasNestedPaths` from the parts, after they were written directly.
+    mutating func noteNestedPaths() {
+        hasNestedPaths = [removals.keys.contains(where: \.isNested), fieldRemovals.keys.contains(where: \.isNested),
+                          assignments.keys.contains(where: \.isNested), setChanges.keys.contains(where: \.isNested)]
+            .contains(true)
+    }
+
+    // Equality is about the parts: `hasNestedPaths` is bookkeeping.
+    public static func == (left: DocumentDelta, right: DocumentDelta) -> Bool {
+        left.create == right.create && left.delete == right.delete && left.removals == right.removals
+            && left.fieldRemovals == right.fieldRemovals && left.assignments == right.assignments
+            && left.setChanges == right.setChanges
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(create)
+        hasher.combine(delete)
+        hasher.combine(removals)
+        hasher.combine(fieldRemovals)
+        hasher.combine(assignments)
+        hasher.combine(setChanges)
+    }
 
     /// A change that does nothing.
     public init() {
@@ -86,9 +112,15 @@ public struct DocumentDelta: Hashable, Sendable {
     public static func create(_ data: [String: Value], base: Version) throws(ValueError) -> DocumentDelta {
         var delta = DocumentDelta()
         delta.create = base
+        // Top-level names never overlap, and the create removes everything first, so the leaves
+        // go straight in (composing them one by one would cost time quadratic in their number).
         for (key, value) in data {
             let path = try FieldPath(segments: [key])
-            try delta.assign(value, at: path, base: base)
+            try value.validate(at: path, depth: 1)
+            for (leafPath, leaf) in value.leaves(at: path) {
+                delta.assignments[leafPath] = Assignment(value: leaf, base: base)
+                if leafPath.isNested { delta.hasNestedPaths = true }
+            }
         }
         return delta
     }
@@ -136,6 +168,7 @@ public struct DocumentDelta: Hashable, Sendable {
         fieldRemovals = [:]
         self.assignments = assignments
         self.setChanges = setChanges
+        noteNestedPaths()
     }
 
     /// Assigns `value` at `path`: a non-empty map becomes a removal of the path and its leaves.
@@ -147,6 +180,7 @@ public struct DocumentDelta: Hashable, Sendable {
             for (leafPath, leaf) in value.leaves(at: path) {
                 part.assignments[leafPath] = Assignment(value: leaf, base: base)
             }
+            part.hasNestedPaths = true  // the leaves of a map lie under its path
             compose(with: part)
         } else {
             compose(with: DocumentDelta(assignments: [path: Assignment(value: value, base: base)]))
@@ -168,6 +202,7 @@ public struct DocumentDelta: Hashable, Sendable {
     /// base with which it was touched, and a part the later change overwrites stays behind as a
     /// removal with its own base, so the server still sees every conflict either change would have.
     public mutating func compose(with later: DocumentDelta) {
+        hasNestedPaths = hasNestedPaths || later.hasNestedPaths
         if let createBase = later.create {
             let bases = [createBase, create, delete].compactMap { $0 }
             retire { _ in true }
@@ -176,18 +211,18 @@ public struct DocumentDelta: Hashable, Sendable {
         }
         for (path, base) in later.removals {
             let base = min(base, earliestBase(touching: path) ?? base)
-            retire { $0.isWithin(path) }
+            retire(overlapping: path, onlyWithin: true)
             removals[path] = base
         }
         for (path, base) in later.fieldRemovals {
             let base = min(base, earliestBase(touching: path) ?? base)
-            retire { $0 == path }
+            retire(at: path)
             fieldRemovals[path] = base
         }
         for (path, assignment) in later.assignments {
             let base = min(assignment.base, earliestBase(touching: path) ?? assignment.base)
             assignments[path] = nil
-            retire { $0.overlaps(path) }
+            retire(overlapping: path)
             assignments[path] = Assignment(value: assignment.value, base: base)
         }
         for (path, change) in later.setChanges {
@@ -198,7 +233,7 @@ public struct DocumentDelta: Hashable, Sendable {
                 existing.base = base
                 setChanges[path] = existing
             } else {
-                retire { $0.overlaps(path) }
+                retire(overlapping: path)
                 setChanges[path] = SetChange(adds: change.adds, removes: change.removes, base: base)
             }
         }
@@ -212,6 +247,13 @@ public struct DocumentDelta: Hashable, Sendable {
     private func earliestBase(touching path: FieldPath) -> Version? {
         var earliest = [create, delete].compactMap { $0 }.min()
         func consider(_ base: Version) { earliest = min(earliest ?? base, base) }
+        if !mayOverlapOtherPaths(path) {
+            removals[path].map(consider)
+            fieldRemovals[path].map(consider)
+            assignments[path].map { consider($0.base) }
+            setChanges[path].map { consider($0.base) }
+            return earliest
+        }
         for (other, base) in removals where other.overlaps(path) { consider(base) }
         for (other, base) in fieldRemovals where other.overlaps(path) { consider(base) }
         for (other, assignment) in assignments where other.overlaps(path) { consider(assignment.base) }
@@ -223,6 +265,29 @@ public struct DocumentDelta: Hashable, Sendable {
     /// on the device they are overwritten anyway; at the server they still probe for conflicts.
     /// A write had also replaced the fields at the prefixes of its path, and the later part that
     /// overwrites it may not: those stay replaced, as field removals.
+    private mutating func retire(at path: FieldPath) {
+        var retired: [(FieldPath, Version)] = []
+        if let assignment = assignments.removeValue(forKey: path) { retired.append((path, assignment.base)) }
+        if let change = setChanges.removeValue(forKey: path) { retired.append((path, change.base)) }
+        keepAsRemovals(retired)
+    }
+
+    /// Retires what overlaps `path` (or, with `onlyWithin`, what lies within it).
+    private mutating func retire(overlapping path: FieldPath, onlyWithin: Bool = false) {
+        if !mayOverlapOtherPaths(path) {
+            retire(at: path)
+        } else if onlyWithin {
+            retire { $0.isWithin(path) }
+        } else {
+            retire { $0.overlaps(path) }
+        }
+    }
+
+    /// Whether `path` can overlap a path here other than itself: only when some path nests.
+    private func mayOverlapOtherPaths(_ path: FieldPath) -> Bool {
+        hasNestedPaths || path.isNested
+    }
+
     private mutating func retire(where matches: (FieldPath) -> Bool) {
         var retired: [(FieldPath, Version)] = []
         for (path, assignment) in assignments where matches(path) {
@@ -233,6 +298,10 @@ public struct DocumentDelta: Hashable, Sendable {
             setChanges[path] = nil
             retired.append((path, change.base))
         }
+        keepAsRemovals(retired)
+    }
+
+    private mutating func keepAsRemovals(_ retired: [(FieldPath, Version)]) {
         for (path, base) in retired {
             removals[path] = min(removals[path] ?? base, base)
             var prefix = path

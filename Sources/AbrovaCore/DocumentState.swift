@@ -183,14 +183,19 @@ public struct DocumentState: Hashable, Sendable {
     }
 
     private static func byteSize(of field: Field, at path: FieldPath) -> Int {
-        guard field.isLive, let value = field.value else { return 0 }
-        var bytes: [UInt8] = []
-        value.writeCanonicalJSON(to: &bytes)
-        return path.dotted.utf8.count + bytes.count
+        switch field {
+        case .register(let register):
+            guard let value = register.value else { return 0 }
+            return path.dotted.utf8.count + value.canonicalByteCount
+        case .set(let set):
+            // As the array apps see: brackets, elements, commas (the order does not change the size).
+            let elements = set.elements.keys.reduce(0) { $0 + $1.canonicalByteCount }
+            return path.dotted.utf8.count + 2 + elements + max(set.elements.count - 1, 0)
+        }
     }
 
     /// Puts back a field as it was in an earlier state (`nil`: there was none), undoing a write.
-    /// Call `recomputeVersion()` after undoing.
+    /// Call `restoreVersion(_:)` after undoing.
     mutating func restore(_ path: FieldPath, to field: Field?) {
         if let field {
             store(field, at: path)
@@ -199,20 +204,27 @@ public struct DocumentState: Hashable, Sendable {
         }
     }
 
-    /// Puts back an earlier existence register. Call `recomputeVersion()` after undoing.
+    /// Puts back an earlier existence register. Call `restoreVersion(_:)` after undoing.
     mutating func restore(_ existence: Existence) {
         self.existence = existence
     }
 
-    /// Makes `version` the highest version again after writes were undone.
-    mutating func recomputeVersion() {
-        version = fields.values.lazy.map(\.version).reduce(existence.version, max)
+    /// Sets `version` after writes were undone: the caller knows the highest version left.
+    mutating func restoreVersion(_ version: Version) {
+        self.version = version
     }
 
     /// Sets whether the document exists.
     mutating func setExistence(_ exists: Bool, at version: Version) {
         existence = Existence(exists: exists, version: version)
         if version > self.version { self.version = version }
+    }
+
+    /// This state with its existence set.
+    func settingExistence(_ exists: Bool, at version: Version) -> DocumentState {
+        var result = self
+        result.setExistence(exists, at: version)
+        return result
     }
 
     /// Paths of the live fields that lie within `path` (the field at `path` itself included).
@@ -358,7 +370,7 @@ extension FieldPath {
     /// The path one level up; `nil` for the root. The parent of a top-level field is the root.
     var parent: FieldPath? {
         guard !isRoot else { return nil }
-        guard let dot = dotted.lastIndex(of: FieldPath.separator) else { return .root }
+        guard let dot = dotted.utf8.lastIndex(of: UInt8(ascii: ".")) else { return .root }
         return FieldPath(unchecked: String(dotted[..<dot]))
     }
 }

@@ -149,6 +149,7 @@ extension DocumentDelta {
             setChanges[path] = SetChange(adds: Set(adds), removes: Set(removes),
                                          base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
         }
+        noteNestedPaths()
     }
 }
 

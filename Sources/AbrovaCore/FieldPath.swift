@@ -54,6 +54,9 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
 
     public var description: String { dotted }
 
+    /// Whether the path has more than one segment.
+    public var isNested: Bool { dotted.utf8.contains(UInt8(ascii: ".")) }
+
     /// Whether this is the root path.
     public var isRoot: Bool { dotted.isEmpty }
 
@@ -70,9 +73,14 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
     /// Whether `self` is `other` or lies under it (`a.b` is within `a`; everything is within the root).
     public func isWithin(_ other: FieldPath) -> Bool {
         if other.isRoot { return true }
-        guard dotted.utf8.count >= other.dotted.utf8.count, dotted.hasPrefix(other.dotted) else { return false }
-        return dotted.utf8.count == other.dotted.utf8.count
-            || dotted.utf8[dotted.utf8.index(dotted.utf8.startIndex, offsetBy: other.dotted.utf8.count)] == UInt8(ascii: ".")
+        let mine = dotted.utf8
+        let theirs = other.dotted.utf8
+        let length = theirs.count
+        if mine.count == length { return dotted == other.dotted }
+        guard mine.count > length else { return false }
+        // The separator check rejects most non-prefixes before any comparison of the prefix.
+        let separator = mine.index(mine.startIndex, offsetBy: length)
+        return mine[separator] == UInt8(ascii: ".") && mine[..<separator].elementsEqual(theirs)
     }
 
     /// Whether one of the two paths lies within the other: writing one replaces the other.

@@ -3,16 +3,26 @@ extension ConflictStrategy {
     ///
     /// Conflicts are judged against `state` as it was before the change; everything applied is
     /// written at `version`, which must be newer than every version in `state`. Under `manual`, a
-    /// document with any conflict is left as it was.
+    /// document with any conflict is left as it was. The work is proportional to what the change
+    /// touches, not to the size of the document.
     ///
-    ///     let result = try ConflictStrategy.merge.apply(delta, to: serverState, version: next)
-    ///     for conflict in result.conflicts { print(conflict.path, conflict.outcome) }
+    ///     var cart = serverState
+    ///     let report = try ConflictStrategy.merge.apply(delta, to: &cart, version: next)
+    ///     for conflict in report.conflicts { print(conflict.path, conflict.outcome) }
     ///
     /// - Throws: `ValueError` with code `documentNotFound` (404) for a change to a document that
     ///   does not exist and that the change does not create; `tooLarge` (413) when the result would
-    ///   exceed `ValueLimits.maximumDocumentBytes`.
+    ///   exceed `ValueLimits.maximumDocumentBytes`. When it throws, `state` is unchanged.
+    public func apply(_ delta: DocumentDelta, to state: inout DocumentState, version: Version) throws(ValueError) -> JoinReport {
+        var join = ServerJoin(delta: delta, strategy: self, version: version)
+        return try join.run(on: &state)
+    }
+
+    /// The join of a client's change into a copy of `state`. See `apply(_:to:version:)`.
     public func apply(_ delta: DocumentDelta, to state: DocumentState, version: Version) throws(ValueError) -> ApplyResult {
-        try ServerJoin(before: state, delta: delta, strategy: self, version: version).run()
+        var result = state
+        let report = try apply(delta, to: &result, version: version)
+        return ApplyResult(state: result, changes: report.changes, conflicts: report.conflicts)
     }
 }
 
@@ -21,52 +31,71 @@ extension ConflictStrategy {
 /// The client's intent is the delta applied unconditionally. Every field the delta touches gets the
 /// earliest base of the parts touching it; a field the server changed since that base, whose value
 /// the intent would change, is a conflict. Fields that overlap (a path and what lies under it) are
-/// settled together, so a document never ends up with a leaf and a map at one path.
+/// settled together, so a document never ends up with a leaf and a map at one path. The state is
+/// changed in place; the touched fields are saved first so that any of them can be put back.
 private struct ServerJoin {
-    let before: DocumentState
     let delta: DocumentDelta
     let strategy: ConflictStrategy
     let version: Version
+    /// The touched fields as they were before the change (`nil`: there was none).
+    private var saved: [FieldPath: Field?] = [:]
 
-    func run() throws(ValueError) -> ApplyResult {
-        let unchanged = ApplyResult(state: before, changes: DocumentState(), conflicts: [])
+    init(delta: DocumentDelta, strategy: ConflictStrategy, version: Version) {
+        self.delta = delta
+        self.strategy = strategy
+        self.version = version
+    }
+
+    private func before(_ path: FieldPath) -> Field? { saved[path] ?? nil }
+
+    mutating func run(on state: inout DocumentState) throws(ValueError) -> JoinReport {
+        let bases = touchedBases(in: state)
+        for path in bases.keys { saved[path] = .some(state[path]) }
+        let savedExistence = state.existence
+        let savedVersion = state.version
+        let savedBytes = state.byteSize
         var conflicts: [Conflict] = []
-        var after = before.applyingLocally(delta, at: version)
         var keepsExistence = false
 
-        if !before.exists {
-            guard delta.hasEdits else { return unchanged }  // deleting what is not there changes nothing
+        // Settle the document level before anything changes.
+        if !savedExistence.exists {
+            guard delta.hasEdits else { return JoinReport() }  // deleting what is not there changes nothing
             let base = [delta.create, delta.earliestFieldBase].compactMap { $0 }.min() ?? .zero
-            if before.existence.version > base {
+            if savedExistence.version > base {
                 // The client edited a document the server deleted since the client's base.
                 let outcome: Conflict.Outcome = switch strategy {
                 case .serverWins: .serverWon
                 case .clientWins, .merge: .clientWon
                 case .manual: .unresolved
                 }
-                conflicts.append(Conflict(path: .root, serverValue: nil, clientValue: after.document, outcome: outcome))
-                if strategy == .serverWins { return ApplyResult(state: before, changes: DocumentState(), conflicts: conflicts) }
-                // The edit wins: the document comes back with the fields it had, and the change.
-                after.setExistence(true, at: version)
+                let intent = state.applyingLocally(delta, at: version).settingExistence(true, at: version)
+                conflicts.append(Conflict(path: .root, serverValue: nil, clientValue: intent.document, outcome: outcome))
+                if strategy == .serverWins { return JoinReport(conflicts: conflicts) }
             } else if delta.create == nil {
                 throw ValueError(.documentNotFound, field: "", detail: "the document does not exist")
             }
-        } else if let deleteBase = delta.delete, before.version > deleteBase {
+        } else if let deleteBase = delta.delete, savedVersion > deleteBase {
             // The client deleted a document the server edited since the client's base.
             let outcome: Conflict.Outcome = switch strategy {
             case .serverWins, .merge: .serverWon
             case .clientWins: .clientWon
             case .manual: .unresolved
             }
-            conflicts.append(Conflict(path: .root, serverValue: before.document, clientValue: nil, outcome: outcome))
+            conflicts.append(Conflict(path: .root, serverValue: state.document, clientValue: nil, outcome: outcome))
             keepsExistence = outcome == .serverWon
         }
 
-        let bases = touchedBases()
+        state.applyLocally(delta, at: version)
+        if !savedExistence.exists, conflicts.first?.path.isRoot == true {
+            state.setExistence(true, at: version)  // the edit wins: the document comes back
+        }
+
+        // Settle the fields, one overlap group at a time.
+        var beforeState: DocumentState?  // built only to describe conflicts
         for group in Self.overlapGroups(of: bases.keys) {
             let conflicting = group.filter { path in
-                guard let server = before[path], let base = bases[path], server.version > base else { return false }
-                return server.value != after[path]?.value
+                guard let server = before(path), let base = bases[path], server.version > base else { return false }
+                return server.value != state[path]?.value
             }
             guard !conflicting.isEmpty else { continue }
             let mergesAsSet = strategy == .merge && group.count == 1 && mergesElementwise(at: group[0])
@@ -76,31 +105,51 @@ private struct ServerJoin {
             case .merge: mergesAsSet ? .merged : .serverWon
             case .manual: .unresolved
             }
+            let described = beforeState ?? DocumentState(existence: savedExistence, fields: saved.compactMapValues { $0 })
+            beforeState = described
             for path in Set(conflicting.flatMap(reportedPaths(for:))).sorted() {
-                conflicts.append(Conflict(path: path, serverValue: before.liveValue(within: path),
-                                          clientValue: after.liveValue(within: path), outcome: outcome))
+                conflicts.append(Conflict(path: path, serverValue: described.liveValue(within: path),
+                                          clientValue: state.liveValue(within: path), outcome: outcome))
             }
             if mergesAsSet, let base = bases[group[0]] {
-                after.restore(group[0], to: mergedSet(at: group[0], base: base).map(Field.set))
+                state.restore(group[0], to: mergedSet(at: group[0], base: base).map(Field.set))
             } else if outcome == .serverWon {
-                for path in group { after.restore(path, to: before[path]) }
+                for path in group { state.restore(path, to: before(path)) }
             }
         }
-
         conflicts.sort { $0.path < $1.path }
+
         if strategy == .manual, !conflicts.isEmpty {
-            return ApplyResult(state: before, changes: DocumentState(), conflicts: conflicts)
+            putBack(&state, existence: savedExistence, version: savedVersion)
+            return JoinReport(conflicts: conflicts)
         }
-        if keepsExistence { after.restore(before.existence) }
-        after.recomputeVersion()
-        if after.byteSize > ValueLimits.maximumDocumentBytes, after.byteSize > before.byteSize {
-            try after.checkSize()
+        if keepsExistence { state.restore(savedExistence) }
+        if state.byteSize > ValueLimits.maximumDocumentBytes, state.byteSize > savedBytes {
+            let size = state.byteSize
+            putBack(&state, existence: savedExistence, version: savedVersion)
+            throw ValueError(.tooLarge, field: "",
+                             detail: "the document would hold \(size) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
         }
-        return ApplyResult(state: after, changes: after.changes(after: before.version), conflicts: conflicts)
+
+        // What was written at the new version is the change's delta-state.
+        var changes = DocumentState()
+        for path in bases.keys {
+            if let field = state[path], field.version == version { changes.store(field, at: path) }
+        }
+        if state.existence.version == version { changes.setExistence(state.existence.exists, at: version) }
+        state.restoreVersion(changes.version == version ? version : savedVersion)
+        return JoinReport(changes: changes, conflicts: conflicts)
+    }
+
+    /// Puts every touched field, the existence register and the version back as they were.
+    private func putBack(_ state: inout DocumentState, existence: Existence, version: Version) {
+        for path in saved.keys { state.restore(path, to: before(path)) }
+        state.restore(existence)
+        state.restoreVersion(version)
     }
 
     /// Every field the delta touches, with the earliest base of the parts that touch it.
-    private func touchedBases() -> [FieldPath: Version] {
+    private func touchedBases(in before: DocumentState) -> [FieldPath: Version] {
         var bases: [FieldPath: Version] = [:]
         func touch(_ path: FieldPath, _ base: Version) { bases[path] = min(bases[path] ?? base, base) }
         if let createBase = delta.create {
@@ -135,6 +184,7 @@ private struct ServerJoin {
 
     /// Groups paths so that a path and every path under it are in one group.
     private static func overlapGroups(of paths: some Collection<FieldPath>) -> [[FieldPath]] {
+        if paths.count == 1, let only = paths.first { return [[only]] }  // the common single-field change
         let members = Set(paths)
         var groupOf: [FieldPath: FieldPath] = [:]  // path -> its topmost touched ancestor
         for path in members {
@@ -153,7 +203,7 @@ private struct ServerJoin {
     /// replace it), so that merge combines elements rather than keeping the server's set.
     private func mergesElementwise(at path: FieldPath) -> Bool {
         guard delta.setChanges[path] != nil, delta.create == nil, delta.fieldRemovals[path] == nil,
-              case .set? = before[path],
+              case .set? = before(path),
               !delta.removals.keys.contains(where: { path.isWithin($0) }) else { return false }
         return true
     }
@@ -161,7 +211,7 @@ private struct ServerJoin {
     /// The server's set with the client's adds, and the client's removes of the adds it had
     /// observed (a concurrent add wins).
     private func mergedSet(at path: FieldPath, base: Version) -> ObservedRemoveSet? {
-        guard case .set(var set)? = before[path], let change = delta.setChanges[path] else { return nil }
+        guard case .set(var set)? = before(path), let change = delta.setChanges[path] else { return nil }
         for element in change.removes {
             if let added = set.elements[element], added <= base { set.elements[element] = nil }
         }

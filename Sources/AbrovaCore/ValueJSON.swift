@@ -41,6 +41,43 @@ extension Value {
         }
     }
 
+    /// The length in bytes of the canonical encoding, counted without writing it.
+    public var canonicalByteCount: Int {
+        switch self {
+        case .null: 4
+        case .bool(let bool): bool ? 4 : 5
+        case .int(let int): Self.decimalDigits(int)
+        case .double(let double): double == 0 ? 3 : double.description.utf8.count
+        case .string(let string): Self.jsonStringByteCount(string)
+        case .array(let elements): 2 + elements.reduce(0) { $0 + $1.canonicalByteCount } + max(elements.count - 1, 0)
+        case .map(let entries):
+            2 + entries.reduce(0) { $0 + Self.jsonStringByteCount($1.key) + 1 + $1.value.canonicalByteCount }
+                + max(entries.count - 1, 0)
+        }
+    }
+
+    private static func decimalDigits(_ int: Int64) -> Int {
+        var magnitude = int.magnitude
+        var digits = int < 0 ? 2 : 1
+        while magnitude >= 10 {
+            magnitude /= 10
+            digits += 1
+        }
+        return digits
+    }
+
+    private static func jsonStringByteCount(_ string: String) -> Int {
+        var count = 2
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09, 0x08, 0x0C: count += 2
+            case 0..<0x20: count += 6
+            default: count += 1
+            }
+        }
+        return count
+    }
+
     /// Byte order of UTF-8, the order of keys in the canonical encoding.
     @inlinable
     public static func utf8Order(_ left: String, _ right: String) -> Bool {

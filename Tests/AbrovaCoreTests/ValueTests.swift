@@ -1,4 +1,5 @@
 import AbrovaCore
+import AbrovaTestSupport
 import Foundation
 import Testing
 
@@ -167,5 +168,33 @@ import Testing
         #expect(try DocumentDelta(encoded: update.encoded) == update)
         #expect(try JSONDecoder().decode(DocumentDelta.self, from: JSONEncoder().encode(update)) == update)
         #expect(state.document == ["address": ["city": "Bergen", "zip": 150], "items": ["milk", 2]])
+    }
+}
+
+@Suite struct CanonicalSizeTests {
+    @Test func theCountedSizeIsTheEncodedSize() {
+        let failure = Property.check("canonicalByteCount", generate: { choices -> Value in
+            func make(_ depth: Int) -> Value {
+                switch choices.below(depth > 2 ? 6 : 8) {
+                case 0: return .null
+                case 1: return .bool(choices.below(2) == 1)
+                case 2: return .int(Int64(bitPattern: choices.next()) >> choices.below(64))
+                case 3: return .double(Double(Int64(bitPattern: choices.next()) >> 20) / Double(choices.int(in: 1...1000)))
+                case 4, 5:
+                    let alphabet: [Character] = ["a", "é", "\"", "\\", "\n", "\u{1}", "𝄞", " "]
+                    return .string(String((0..<choices.below(6)).map { _ in choices.element(of: alphabet) }))
+                case 6: return .array((0..<choices.below(4)).map { _ in make(depth + 1) })
+                default:
+                    var entries: [String: Value] = [:]
+                    for _ in 0..<choices.below(4) { entries[choices.element(of: ["k", "é", "q\"", ""])] = make(depth + 1) }
+                    return .map(entries)
+                }
+            }
+            return make(0)
+        }, property: { value in
+            value.canonicalByteCount == value.canonicalJSON.utf8.count
+                ? nil : "counted \(value.canonicalByteCount), encoded \(value.canonicalJSON.utf8.count)"
+        })
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }
 }

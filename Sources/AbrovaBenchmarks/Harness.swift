@@ -1,0 +1,96 @@
+import AbrovaCore
+import Foundation
+
+/// Command-line options.
+struct BenchmarkOptions {
+    var jsonPath: String?
+    /// Fewer repetitions and smaller sizes, for a smoke run.
+    var isQuick = false
+
+    init(arguments: [String]) {
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--json": jsonPath = remaining.popFirst()
+            case "--quick": isQuick = true
+            default: print("ignoring unknown argument \(argument)")
+            }
+        }
+    }
+}
+
+/// One row of the report: a figure, its baseline, their ratio, and the goal if there is one.
+struct BenchmarkRow {
+    var name: String
+    var figure: String
+    var baseline: String
+    var ratio: Double
+    var goal: String
+    var isGoalMet: Bool?
+}
+
+/// The rows collected in a run.
+struct BenchmarkReport {
+    var rows: [BenchmarkRow] = []
+
+    mutating func add(_ row: BenchmarkRow) {
+        rows.append(row)
+        let verdict = row.isGoalMet.map { $0 ? "met" : "NOT met" } ?? "-"
+        print("- \(row.name): \(row.figure) vs \(row.baseline) = \(String(format: "%.2f", row.ratio))× (goal \(row.goal): \(verdict))")
+    }
+
+    func printTable() {
+        print("")
+        print("| figure | ours | baseline | ratio | goal | met |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for row in rows {
+            let verdict = row.isGoalMet.map { $0 ? "yes" : "no" } ?? "-"
+            print("| \(row.name) | \(row.figure) | \(row.baseline) | \(String(format: "%.2f", row.ratio))× | \(row.goal) | \(verdict) |")
+        }
+    }
+
+    func writeJSON(to path: String) throws {
+        let rows: [Value] = rows.map { row in
+            [
+                "name": .string(row.name), "figure": .string(row.figure), "baseline": .string(row.baseline),
+                "ratio": .double(row.ratio), "goal": .string(row.goal),
+                "goalMet": row.isGoalMet.map(Value.bool) ?? .null,
+            ]
+        }
+        try Data(Value.map(["rows": .array(rows)]).canonicalJSON.utf8).write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// Times `body` (which does `operations` operations) and returns operations per second: the median
+/// of `repetitions` runs.
+func operationsPerSecond(operations: Int, repetitions: Int, _ body: () -> Void) -> Double {
+    let clock = ContinuousClock()
+    var rates: [Double] = []
+    for _ in 0..<repetitions {
+        let elapsed = clock.measure(body)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        rates.append(Double(operations) / max(seconds, 1e-9))
+    }
+    return rates.sorted()[rates.count / 2]
+}
+
+/// Measures ours and the baseline alternately, so that both see the same machine load.
+func compare(operations: Int, repetitions: Int, ours: () -> Void, baseline: () -> Void) -> (ours: Double, baseline: Double) {
+    var oursRates: [Double] = []
+    var baselineRates: [Double] = []
+    for _ in 0..<repetitions {
+        baselineRates.append(operationsPerSecond(operations: operations, repetitions: 1, baseline))
+        oursRates.append(operationsPerSecond(operations: operations, repetitions: 1, ours))
+    }
+    return (oursRates.sorted()[repetitions / 2], baselineRates.sorted()[repetitions / 2])
+}
+
+func formatRate(_ rate: Double, _ unit: String) -> String {
+    rate >= 1e6 ? String(format: "%.2fM %@/s", rate / 1e6, unit) : String(format: "%.0fk %@/s", rate / 1e3, unit)
+}
+
+/// Keeps a value alive so that the optimizer cannot drop the work that made it.
+@inline(never)
+func blackHole<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
