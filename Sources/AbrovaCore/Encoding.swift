@@ -68,21 +68,7 @@ extension DocumentState {
     }
 }
 
-extension DocumentState: Codable {
-    public init(from decoder: any Decoder) throws {
-        let value = try decoder.singleValueContainer().decode(Value.self)
-        do {
-            try self.init(encoded: value)
-        } catch {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description))
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(encoded)
-    }
-}
+extension DocumentState: EncodedAsValue {}
 
 extension DocumentDelta {
     /// The compact form: `{"create": base, "removals": {path: base}, "fieldRemovals": {path: base},
@@ -153,7 +139,18 @@ extension DocumentDelta {
     }
 }
 
-extension DocumentDelta: Codable {
+extension DocumentDelta: EncodedAsValue {}
+
+/// A type with a compact form as a `Value`; its `Codable` conformance goes through that form, so
+/// JSON written by Foundation's coders and by the direct writer is the same.
+public protocol EncodedAsValue: Codable {
+    /// The compact form.
+    var encoded: Value { get }
+    /// Reads the compact form.
+    init(encoded: Value) throws(ValueError)
+}
+
+extension EncodedAsValue {
     public init(from decoder: any Decoder) throws {
         let value = try decoder.singleValueContainer().decode(Value.self)
         do {
