@@ -7,15 +7,21 @@ let package = Package(
     name: "AbrovaSync",
     products: [
         .library(name: "AbrovaCore", targets: ["AbrovaCore"]),
+        .library(name: "AbrovaStore", targets: ["AbrovaStore"]),
         .library(name: "AbrovaTestSupport", targets: ["AbrovaTestSupport"]),
         .executable(name: "abrova-bench", targets: ["AbrovaBenchmarks"]),
     ],
     targets: [
         .target(name: "AbrovaCore"),
+        // SQLite from Debian's libsqlite3-dev, shared by the device store and the server's store.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
+        .target(name: "AbrovaSQLite", dependencies: ["CSQLite"]),
+        .target(name: "AbrovaStore", dependencies: ["AbrovaCore", "AbrovaSQLite"]),
         .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore"]),
         .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -182,3 +182,40 @@ extension Version {
         self.init(UInt64(number))
     }
 }
+
+extension Batch: EncodedAsValue {
+    /// The compact form: `{"clientId": id, "batchSeq": n, "changes": [{"collection": c, "id": id,
+    /// "delta": delta, "writes": n}, ...]}`, changes in the app's order.
+    public var encoded: Value {
+        .map([
+            "clientId": .string(clientID),
+            "batchSeq": .int(sequence),
+            "changes": .array(changes.map { change in
+                .map([
+                    "collection": .string(change.key.collection), "id": .string(change.key.id),
+                    "delta": change.delta.encoded, "writes": .int(Int64(change.writes)),
+                ])
+            }),
+        ])
+    }
+
+    /// Reads the compact form.
+    ///
+    /// - Throws: `ValueError` naming the part that is malformed.
+    public init(encoded value: Value) throws(ValueError) {
+        guard let parts = value.mapValue, let clientID = parts["clientId"]?.stringValue,
+              let sequence = parts["batchSeq"]?.intValue, let changes = parts["changes"]?.arrayValue else {
+            throw ValueError(.malformedJSON, field: "", detail: "a batch needs clientId, batchSeq and changes")
+        }
+        var decoded: [BatchChange] = []
+        for (index, change) in changes.enumerated() {
+            guard let fields = change.mapValue, let collection = fields["collection"]?.stringValue,
+                  let id = fields["id"]?.stringValue, let delta = fields["delta"] else {
+                throw ValueError(.malformedJSON, field: "changes.\(index)", detail: "a change needs collection, id and delta")
+            }
+            decoded.append(BatchChange(key: DocumentKey(collection: collection, id: id), delta: try DocumentDelta(encoded: delta),
+                                       writes: Int(fields["writes"]?.intValue ?? 1)))
+        }
+        self.init(clientID: clientID, sequence: sequence, changes: decoded)
+    }
+}

@@ -1,0 +1,69 @@
+import AbrovaSQLite
+
+/// The store's schema and its migrations. The file records its version in `PRAGMA user_version`;
+/// each migration takes a file from one version to the next, in its own transaction.
+enum Schema {
+    /// The version this code writes.
+    static let currentVersion = 2
+
+    /// Migration `i` takes a file from version `i` to version `i + 1`.
+    static let migrations: [String] = [
+        // 0 -> 1: the first layout.
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE documents (
+            collection TEXT NOT NULL,
+            id TEXT NOT NULL,
+            confirmed BLOB,
+            view TEXT,
+            unsent_writes INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (collection, id)
+        ) WITHOUT ROWID;
+        CREATE TABLE pending (
+            sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+            collection TEXT NOT NULL,
+            id TEXT NOT NULL,
+            delta BLOB NOT NULL,
+            writes INTEGER NOT NULL
+        );
+        CREATE TABLE inflight (
+            position INTEGER PRIMARY KEY,
+            collection TEXT NOT NULL,
+            id TEXT NOT NULL,
+            delta BLOB NOT NULL,
+            writes INTEGER NOT NULL
+        );
+        CREATE TABLE batch (sequence INTEGER PRIMARY KEY, body BLOB NOT NULL);
+        """,
+        // 1 -> 2: a document's unsent changes are found without a scan.
+        """
+        CREATE INDEX pending_by_document ON pending (collection, id);
+        CREATE INDEX inflight_by_document ON inflight (collection, id);
+        """,
+    ]
+
+    /// Brings the file to `target` (the current version unless a test asks for an older one).
+    ///
+    /// - Throws: `StoreError` `.newerSchema` for a file from a newer version, `.notAStore` for a
+    ///   database that holds other tables, `.corrupt` or `.notAStore` when SQLite cannot read it.
+    static func migrate(_ database: Database, to target: Int = currentVersion) throws {
+        let version = try readVersion(database)
+        if version > currentVersion {
+            throw StoreError(.newerSchema, "the store has schema version \(version); this version of AbrovaSync reads up to \(currentVersion)")
+        }
+        if version == 0 {
+            let tables = try database.queryFirst("SELECT count(*) FROM sqlite_master") { $0.integer(0) } ?? 0
+            if tables > 0 { throw StoreError(.notAStore, "the file is an SQLite database but not an AbrovaSync store") }
+        }
+        for step in version..<max(version, target) {
+            try database.write { database in
+                try database.execute(migrations[step])
+                try database.execute("PRAGMA user_version = \(step + 1)")
+            }
+        }
+    }
+
+    static func readVersion(_ database: Database) throws -> Int {
+        Int(try database.queryFirst("PRAGMA user_version") { $0.integer(0) } ?? 0)
+    }
+}

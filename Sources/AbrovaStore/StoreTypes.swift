@@ -1,0 +1,169 @@
+import AbrovaCore
+import AbrovaSQLite
+
+/// Where a snapshot came from.
+public struct SnapshotMetadata: Hashable, Sendable {
+    /// Whether the document holds local writes the server has not confirmed yet.
+    public var hasPendingWrites: Bool
+    /// Whether the snapshot was read from the device's store rather than from the server.
+    public var isFromCache: Bool
+    /// Whether the snapshot shows a refused write rolled back to the server's version, as opposed
+    /// to an ordinary change.
+    public var isRollback: Bool
+
+    public init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false) {
+        self.hasPendingWrites = hasPendingWrites
+        self.isFromCache = isFromCache
+        self.isRollback = isRollback
+    }
+}
+
+/// A document as the app sees it at one moment.
+public struct DocumentSnapshot: Hashable, Sendable {
+    public let key: DocumentKey
+    /// The document, or `nil` when it does not exist.
+    public let data: Value?
+    public let metadata: SnapshotMetadata
+
+    public init(key: DocumentKey, data: Value?, metadata: SnapshotMetadata) {
+        self.key = key
+        self.data = data
+        self.metadata = metadata
+    }
+
+    /// Whether the document exists.
+    public var exists: Bool { data != nil }
+}
+
+/// A query over one collection: equality filters on fields, an order by a field, a limit. It is
+/// evaluated in SQLite over the documents as the app sees them.
+public struct DocumentQuery: Hashable, Sendable {
+    public struct Filter: Hashable, Sendable {
+        public var path: FieldPath
+        public var value: Value
+    }
+
+    public var collection: String
+    public var filters: [Filter] = []
+    public var orderPath: FieldPath?
+    public var isDescending = false
+    public var limit: Int?
+
+    public init(collection: String) { self.collection = collection }
+
+    /// Only documents whose field at `path` equals `value` (integers and doubles compare as numbers).
+    public func whereField(_ path: FieldPath, isEqualTo value: Value) -> DocumentQuery {
+        var query = self
+        query.filters.append(Filter(path: path, value: value))
+        return query
+    }
+
+    /// Ordered by the field at `path` (documents without it first), then by id.
+    public func order(by path: FieldPath, descending: Bool = false) -> DocumentQuery {
+        var query = self
+        query.orderPath = path
+        query.isDescending = descending
+        return query
+    }
+
+    /// At most `count` documents.
+    public func limit(_ count: Int) -> DocumentQuery {
+        var query = self
+        query.limit = count
+        return query
+    }
+}
+
+/// What the app did to a document, as reported with a refused write.
+public enum OperationType: String, Hashable, Sendable {
+    case create, update, delete
+
+    init(_ delta: DocumentDelta) {
+        self = delta.delete != nil ? .delete : delta.create != nil ? .create : .update
+    }
+}
+
+/// A queued write the server refused when it was finally sent; it was dropped and the document
+/// rolled back to the server's version.
+public struct Rejection: Hashable, Sendable {
+    public let key: DocumentKey
+    public let operation: OperationType
+    public let statusCode: Int
+    public let message: String
+}
+
+/// What settling a batch did.
+public struct SettleReport: Hashable, Sendable {
+    /// Writes the server refused.
+    public var rejections: [Rejection] = []
+    /// Conflicts the server settled by the strategy.
+    public var conflicts: [DocumentKey: [Conflict]] = [:]
+    /// Under the manual strategy: conflicts the app's resolver must decide. The client's change
+    /// was dropped; the resolver's answer is written as a new change.
+    public var unresolved: [DocumentKey: [Conflict]] = [:]
+}
+
+/// A batch frozen for sending: the same bytes go out on every retry.
+public struct FrozenBatch: Hashable, Sendable {
+    public let batch: Batch
+    /// The encoded body, kept so that a retry is byte-identical.
+    public let body: [UInt8]
+}
+
+/// Why the store refused or failed.
+public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        /// The file is not an AbrovaSync store (another database, or not a database at all).
+        public static let notAStore = Code(name: "notAStore")
+        /// The store was written by a newer version of AbrovaSync.
+        public static let newerSchema = Code(name: "newerSchema")
+        /// The file is damaged.
+        public static let corrupt = Code(name: "corrupt")
+        /// The document does not exist.
+        public static let documentNotFound = Code(name: "documentNotFound")
+        /// A value, path or document was refused.
+        public static let invalidValue = Code(name: "invalidValue")
+        /// A query cannot be evaluated.
+        public static let invalidQuery = Code(name: "invalidQuery")
+        /// A server answer does not match the batch in flight.
+        public static let unexpectedAnswer = Code(name: "unexpectedAnswer")
+        /// SQLite failed.
+        public static let database = Code(name: "database")
+        public var description: String { name }
+    }
+
+    public let code: Code
+    public let message: String
+    /// The field concerned, for refused values.
+    public let field: String?
+    /// The SQLite error underneath, if any.
+    public let underlying: SQLiteError?
+    /// The HTTP status this error maps to where it crosses the wire.
+    public let statusCode: Int
+
+    public init(_ code: Code, _ message: String, field: String? = nil, underlying: SQLiteError? = nil) {
+        self.code = code
+        self.message = message
+        self.field = field
+        self.underlying = underlying
+        statusCode = switch code {
+        case .documentNotFound: 404
+        case .invalidValue, .invalidQuery: 400
+        default: 500
+        }
+    }
+
+    /// A refused value, path or document, keeping its status (400, 404 or 413).
+    init(_ error: ValueError) {
+        code = error.code == .documentNotFound ? .documentNotFound : .invalidValue
+        message = error.description
+        field = error.field
+        underlying = nil
+        statusCode = error.statusCode
+    }
+
+    public var description: String {
+        "\(code): \(message)" + (underlying.map { " (\($0))" } ?? "")
+    }
+}

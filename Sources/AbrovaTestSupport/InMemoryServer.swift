@@ -1,0 +1,60 @@
+import AbrovaCore
+
+/// A sync server in memory, for unit tests: it joins batches with a strategy, assigns versions,
+/// answers retried batches with the stored answer, and serves pulls. No rules, no network.
+public struct InMemoryServer: Sendable {
+    public private(set) var documents: [DocumentKey: DocumentState] = [:]
+    public private(set) var version = Version.zero
+    /// The last answered batch per client: (sequence, answer).
+    private var answered: [String: (Int64, [ChangeResult])] = [:]
+    /// Refuses a change with (status, message) when it returns one.
+    public var refuse: @Sendable (DocumentKey, DocumentDelta) -> (Int, String)?
+
+    public init(refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Int, String)? = { _, _ in nil }) {
+        self.refuse = refuse
+    }
+
+    /// Applies a batch, each change at the next version, and answers it; a retried batch gets the
+    /// stored answer.
+    public mutating func push(_ batch: Batch, strategy: ConflictStrategy) -> [ChangeResult] {
+        if let (sequence, answer) = answered[batch.clientID], sequence == batch.sequence { return answer }
+        var answer: [ChangeResult] = []
+        for change in batch.changes {
+            if let (status, message) = refuse(change.key, change.delta) {
+                answer.append(.rejected(statusCode: status, message: message))
+                continue
+            }
+            var state = documents[change.key] ?? DocumentState()
+            let next = version.next
+            version = next  // every change takes a version, applied or not
+            do {
+                let report = try strategy.apply(change.delta, to: &state, version: next)
+                if strategy == .manual && !report.conflicts.isEmpty {
+                    answer.append(.unresolved(state: state, conflicts: report.conflicts))
+                    continue
+                }
+                documents[change.key] = state
+                answer.append(.applied(version: next, state: state, conflicts: report.conflicts))
+            } catch {
+                answer.append(.rejected(statusCode: error.statusCode, message: error.description))
+            }
+        }
+        answered[batch.clientID] = (batch.sequence, answer)
+        return answer
+    }
+
+    /// Documents changed after `cursor` (a version number as text), and the new cursor.
+    public func pull(after cursor: String?) -> (documents: [(key: DocumentKey, state: DocumentState)], cursor: String) {
+        let after = Version(UInt64(cursor ?? "0") ?? 0)
+        let changed = documents.filter { $0.value.version > after }.sorted { $0.key < $1.key }.map { (key: $0.key, state: $0.value) }
+        return (changed, String(version.rawValue))
+    }
+
+    /// Writes a document directly, as another client would.
+    public mutating func write(_ delta: DocumentDelta, to key: DocumentKey) throws(ValueError) {
+        var state = documents[key] ?? DocumentState()
+        version = version.next
+        _ = try ConflictStrategy.serverWins.apply(delta, to: &state, version: version)
+        documents[key] = state
+    }
+}

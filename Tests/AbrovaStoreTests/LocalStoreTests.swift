@@ -1,0 +1,411 @@
+import AbrovaCore
+import AbrovaSQLite
+@testable import AbrovaStore
+import AbrovaTestSupport
+import Foundation
+import Testing
+
+func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
+
+@Suite struct LocalStoreWriteTests {
+    let folder = TemporaryFolder()
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    func openStore() throws -> LocalStore { try LocalStore(path: folder.path("store.sqlite")) }
+
+    @Test func writesReturnAtOnceWithTheirDataAndPendingWrites() async throws {
+        let store = try openStore()
+        let added = try await store.add(to: "tasks", data: ["task": "Buy milk"])
+        #expect(added.data == ["task": "Buy milk"])
+        #expect(added.metadata.hasPendingWrites && added.metadata.isFromCache)
+        #expect(UUID(uuidString: added.key.id) != nil)
+
+        try await store.setData(["owner": "ana", "address": ["city": "Oslo"]], for: cart)
+        try await store.updateData(for: cart, set: [path("address.zip"): 150], setAdd: [path("items"): ["milk", "eggs"]])
+        try await store.updateData(for: cart, remove: [path("owner")], setRemove: [path("items"): ["eggs"]])
+        let snapshot = try await store.document(cart)
+        #expect(snapshot.data == ["address": ["city": "Oslo", "zip": 150], "items": ["milk"]])
+        #expect(await store.unsentWriteCount == 4)
+
+        try await store.delete(cart)
+        #expect(try await store.document(cart).exists == false)
+    }
+
+    @Test func refusedWritesChangeNothing() async throws {
+        let store = try openStore()
+        await #expect(throws: StoreError.self) { try await store.updateData(for: cart, set: [path("a"): 1]) }
+        do {
+            try await store.updateData(for: cart, set: [path("a"): 1])
+        } catch let error as StoreError {
+            #expect(error.code == .documentNotFound && error.statusCode == 404)
+        }
+        do {
+            try await store.setData(["price": .double(.nan)], for: cart)
+            Issue.record("a NaN was stored")
+        } catch let error as StoreError {
+            #expect(error.code == .invalidValue && error.field == "price" && error.statusCode == 400)
+        }
+        #expect(await store.unsentWriteCount == 0)
+        #expect(try await store.freezeBatch() == nil)
+        #expect(try await store.document(cart).exists == false)
+    }
+
+    @Test func writesSurviveReopeningTheStore() async throws {
+        do {
+            let store = try openStore()
+            try await store.setData(["n": 1], for: cart)
+            try await store.updateData(for: cart, set: [path("n"): 2])
+        }
+        let reopened = try openStore()
+        #expect(try await reopened.document(cart).data == ["n": 2])
+        #expect(await reopened.unsentWriteCount == 2)
+        let batch = try #require(try await reopened.freezeBatch())
+        #expect(batch.batch.changes.count == 1 && batch.batch.changes[0].writes == 2)
+    }
+}
+
+@Suite struct CoalescingTests {
+    let folder = TemporaryFolder()
+    let cart = DocumentKey(collection: "carts", id: "c1")
+    let list = DocumentKey(collection: "lists", id: "l1")
+
+    @Test func tenEditsOfOneFieldAreOnePendingChangeHoldingTenWrites() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        try await store.setData(["qty": 0], for: cart)
+        for quantity in 1...10 { try await store.updateData(for: cart, set: [path("qty"): .int(Int64(quantity))]) }
+        let frozen = try #require(try await store.freezeBatch())
+        #expect(frozen.batch.changes.count == 1)
+        #expect(frozen.batch.changes[0].writes == 11)
+        #expect(frozen.batch.changes[0].delta.assignments[path("qty")]?.value == 10)
+    }
+
+    @Test func anAddThenARemoveOfOneElementBeforeSyncLeavesNothingToSend() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["items": []], base: .zero), to: cart)
+        try server.write(try DocumentDelta.update(setAdd: [path("items"): ["milk"]], base: Version(1)), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+
+        try await store.updateData(for: cart, setAdd: [path("items"): ["eggs"]])
+        try await store.updateData(for: cart, setRemove: [path("items"): ["eggs"]])
+        #expect(try await store.document(cart).data == ["items": ["milk"]])
+        #expect(try await store.freezeBatch() == nil)
+        #expect(await store.unsentWriteCount == 0)
+    }
+
+    @Test func writesToSeveralDocumentsKeepTheirOrder() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        try await store.setData(["grant": true], for: list)
+        try await store.setData(["owner": "ana"], for: cart)
+        try await store.updateData(for: list, set: [path("grant"): false])
+        let frozen = try #require(try await store.freezeBatch())
+        #expect(frozen.batch.changes.map(\.key) == [list, cart, list])
+    }
+
+    @Test func aRetryGetsTheSameBytesAlsoAfterARestart() async throws {
+        let file = folder.path("store.sqlite")
+        let first: FrozenBatch
+        do {
+            let store = try LocalStore(path: file)
+            try await store.setData(["n": 1], for: cart)
+            first = try #require(try await store.freezeBatch())
+            try await store.updateData(for: cart, set: [path("n"): 2])  // pending behind the batch
+            #expect(try await store.freezeBatch() == first)
+        }
+        let reopened = try LocalStore(path: file)
+        #expect(try await reopened.freezeBatch() == first)
+        #expect(try await reopened.document(cart).data == ["n": 2])
+    }
+}
+
+@Suite struct SettleAndPullTests {
+    let folder = TemporaryFolder()
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    @Test func anAppliedChangeBecomesConfirmedAndLaterChangesAreRebased() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try await store.setData(["qty": 1], for: cart)
+        let frozen = try #require(try await store.freezeBatch())
+        try await store.updateData(for: cart, set: [path("qty"): 2])  // made while the batch was in flight
+        let answer = server.push(frozen.batch, strategy: .serverWins)
+        let report = try await store.settle(batch: frozen.batch.sequence, results: answer)
+        #expect(report.rejections.isEmpty && report.conflicts.isEmpty)
+        #expect(try await store.document(cart).data == ["qty": 2])
+        #expect(await store.unsentWriteCount == 1)
+
+        // The pending change is based on the client's own write now: no conflict with itself.
+        let next = try #require(try await store.freezeBatch())
+        #expect(next.batch.changes[0].delta.assignments[path("qty")]?.base == server.version)
+        let second = server.push(next.batch, strategy: .serverWins)
+        let secondReport = try await store.settle(batch: next.batch.sequence, results: second)
+        #expect(secondReport.conflicts.isEmpty)
+        #expect(server.documents[cart]?.document == ["qty": 2])
+        let settled = try await store.document(cart)
+        #expect(settled.data == ["qty": 2] && !settled.metadata.hasPendingWrites)
+        #expect(await store.unsentWriteCount == 0)
+    }
+
+    @Test func aRefusedWriteIsDroppedAndTheDocumentRollsBack() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer(refuse: { key, _ in key.id == "secret" ? (403, "rules refused") : nil })
+        let secret = DocumentKey(collection: "carts", id: "secret")
+        try await store.setData(["owner": "ana"], for: cart)
+        try await store.setData(["owner": "eve"], for: secret)
+        let listener = await store.changes(of: secret)
+        var iterator = listener.makeAsyncIterator()
+        #expect(await iterator.next()?.data == ["owner": "eve"])
+
+        let frozen = try #require(try await store.freezeBatch())
+        let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(report.rejections == [Rejection(key: secret, operation: .create, statusCode: 403, message: "rules refused")])
+        // The refused create disappears; the other write is confirmed; the listener is told it was a rollback.
+        let rolledBack = try #require(await iterator.next())
+        #expect(rolledBack.data == nil && rolledBack.metadata.isRollback)
+        #expect(try await store.document(secret).exists == false)
+        #expect(try await store.document(cart).data == ["owner": "ana"])
+        #expect(await store.unsentWriteCount == 0)
+    }
+
+    @Test func aRefusedUpdateShowsTheServersDocumentAgain() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (400, "price is read-only") : nil })
+        try server.write(try DocumentDelta.create(["price": 5, "name": "milk"], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.updateData(for: cart, set: [path("price"): 1])
+        #expect(try await store.document(cart).data == ["price": 1, "name": "milk"])
+        let frozen = try #require(try await store.freezeBatch())
+        let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(report.rejections.first?.operation == .update && report.rejections.first?.statusCode == 400)
+        #expect(try await store.document(cart).data == ["price": 5, "name": "milk"])
+    }
+
+    @Test func underManualAConflictingChangeIsHeldForTheResolver() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try server.write(try DocumentDelta.update(set: [path("qty"): 3], base: server.version), to: cart)
+        try await store.updateData(for: cart, set: [path("qty"): 5])
+        let frozen = try #require(try await store.freezeBatch())
+        let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .manual))
+        let conflict = try #require(report.unresolved[cart]?.first)
+        #expect(conflict.path == path("qty") && conflict.serverValue == 3 && conflict.clientValue == 5 && conflict.outcome == .unresolved)
+        #expect(try await store.document(cart).data == ["qty": 3])
+        #expect(await store.unsentWriteCount == 0)
+    }
+
+    @Test func aSettledConflictIsReportedAndTheServersOutcomeShown() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try server.write(try DocumentDelta.update(set: [path("qty"): 3], base: server.version), to: cart)
+        try await store.updateData(for: cart, set: [path("qty"): 5])
+        let frozen = try #require(try await store.freezeBatch())
+        let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .serverWins))
+        #expect(report.conflicts[cart]?.map(\.outcome) == [.serverWon])
+        #expect(try await store.document(cart).data == ["qty": 3])
+    }
+
+    @Test func anAnswerForAnotherBatchIsRefused() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        try await store.setData(["n": 1], for: cart)
+        let frozen = try #require(try await store.freezeBatch())
+        await #expect(throws: StoreError.self) { try await store.settle(batch: frozen.batch.sequence + 1, results: []) }
+        await #expect(throws: StoreError.self) { try await store.settle(batch: frozen.batch.sequence, results: []) }
+        #expect(try await store.freezeBatch() == frozen)
+    }
+
+    @Test func aPullReplacesOnlyTheConfirmedPartOfADocumentWithUnsentChanges() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["title": "a", "qty": 1], base: .zero), to: cart)
+        var page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.updateData(for: cart, set: [path("qty"): 7])
+        try server.write(try DocumentDelta.update(set: [path("title"): "b"], base: server.version), to: cart)
+        page = server.pull(after: try await store.pullCursor())
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        let snapshot = try await store.document(cart)
+        #expect(snapshot.data == ["title": "b", "qty": 7] && snapshot.metadata.hasPendingWrites)
+        #expect(try await store.pullCursor() == page.cursor)
+    }
+}
+
+@Suite struct ListenerTests {
+    let folder = TemporaryFolder()
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    @Test func documentListenersHearEveryCommittedChangeAndCancellingOneLeavesTheOthers() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        let first = await store.changes(of: cart)
+        let second = await store.changes(of: cart)
+        #expect(await store.listenerCount == 2)
+        var firstIterator = first.makeAsyncIterator()
+        var secondIterator = second.makeAsyncIterator()
+        #expect(await firstIterator.next()?.exists == false)
+        #expect(await secondIterator.next()?.exists == false)
+
+        try await store.setData(["n": 1], for: cart)
+        #expect(await firstIterator.next()?.data == ["n": 1])
+        #expect(await secondIterator.next()?.data == ["n": 1])
+
+        let cancelled = Task { for await _ in first {} }
+        cancelled.cancel()
+        _ = await cancelled.value
+        try await store.updateData(for: cart, set: [path("n"): 2])
+        let next = await secondIterator.next()
+        #expect(next?.data == ["n": 2] && next?.metadata.hasPendingWrites == true)
+        for _ in 0..<100 where await store.listenerCount > 1 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await store.listenerCount == 1)
+    }
+
+    @Test func queryListenersHearChangesInTheirCollection() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        let query = DocumentQuery(collection: "carts").whereField(path("owner"), isEqualTo: "ana")
+        var iterator = await store.changes(matching: query).makeAsyncIterator()
+        #expect(await iterator.next()?.isEmpty == true)
+        try await store.setData(["owner": "ana"], for: cart)
+        #expect(await iterator.next()?.map(\.key) == [cart])
+        try await store.setData(["owner": "bob"], for: cart)
+        #expect(await iterator.next()?.isEmpty == true)
+    }
+
+    @Test func theUnsentWriteCountIsLive() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var counts = await store.unsentWriteCounts().makeAsyncIterator()
+        #expect(await counts.next() == 0)
+        try await store.setData(["n": 1], for: cart)
+        #expect(await counts.next() == 1)
+        try await store.updateData(for: cart, set: [path("n"): 2])
+        #expect(await counts.next() == 2)
+        var server = InMemoryServer()
+        let frozen = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(await counts.next() == 0)
+    }
+}
+
+@Suite struct QueryTests {
+    let folder = TemporaryFolder()
+
+    @Test func queriesOnTenThousandDocumentsFilterOrderAndLimitInSQLite() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var generator = SplitMix64(seed: 7)
+        var page: [(key: DocumentKey, state: DocumentState)] = []
+        var expected: [String: (city: String, rank: Int64)] = [:]
+        for index in 0..<10_000 {
+            let id = String(format: "u%05d", index)
+            let city = ["Oslo", "Bergen", "Tromsø"][Int(generator.next() % 3)]
+            let rank = Int64(generator.next() % 1_000)
+            expected[id] = (city, rank)
+            var state = DocumentState()
+            state.applyLocally(try DocumentDelta.create(["address": ["city": .string(city)], "rank": .int(rank)], base: .zero),
+                               at: Version(UInt64(index + 1)))
+            page.append((DocumentKey(collection: "users", id: id), state))
+        }
+        try await store.applyPulledPage(page, cursor: "10000")
+        // One more from a local write, with a double that equals an integer.
+        try await store.setData(["address": ["city": "Oslo"], "rank": 3.0], for: DocumentKey(collection: "users", id: "z-local"))
+
+        let oslo = DocumentQuery(collection: "users").whereField(path("address.city"), isEqualTo: "Oslo")
+        let found = try await store.documents(matching: oslo)
+        #expect(found.count == expected.values.filter { $0.city == "Oslo" }.count + 1)
+
+        let top = try await store.documents(matching: oslo.order(by: path("rank"), descending: true).limit(5))
+        let expectedTop = expected.filter { $0.value.city == "Oslo" }.sorted { ($0.value.rank, $1.key) > ($1.value.rank, $0.key) }
+            .prefix(5).map(\.value.rank)
+        #expect(top.compactMap { $0.data?[path("rank")]?.intValue } == Array(expectedTop))
+
+        let rankThree = try await store.documents(matching: DocumentQuery(collection: "users").whereField(path("rank"), isEqualTo: 3))
+        #expect(rankThree.count == expected.values.filter { $0.rank == 3 }.count + 1)
+        let noneIsTrue = try await store.documents(matching: DocumentQuery(collection: "users").whereField(path("rank"), isEqualTo: true))
+        #expect(noneIsTrue.isEmpty)
+    }
+}
+
+@Suite struct SchemaTests {
+    let folder = TemporaryFolder()
+
+    func storeError(_ body: () async throws -> Void) async -> StoreError? {
+        do {
+            try await body()
+            return nil
+        } catch {
+            return error as? StoreError
+        }
+    }
+
+    @Test func aFileFromANewerVersionIsRefused() async throws {
+        let file = folder.path("store.sqlite")
+        _ = try LocalStore(path: file)
+        try Database(path: file).execute("PRAGMA user_version = 99")
+        let error = await storeError { _ = try LocalStore(path: file) }
+        #expect(error?.code == .newerSchema)
+    }
+
+    @Test func aDatabaseThatIsNotAStoreIsRefusedAndLeftAlone() async throws {
+        let file = folder.path("other.sqlite")
+        try Database(path: file).execute("CREATE TABLE notes (id TEXT); INSERT INTO notes VALUES ('keep me')")
+        let error = await storeError { _ = try LocalStore(path: file) }
+        #expect(error?.code == .notAStore)
+        #expect(try Database(path: file).queryFirst("SELECT id FROM notes") { $0.text(0) } == "keep me")
+    }
+
+    @Test func aFileThatIsNotADatabaseIsRefused() async throws {
+        let file = folder.path("notes.txt")
+        try Data(String(repeating: "not a database ", count: 200).utf8).write(to: URL(fileURLWithPath: file))
+        let error = await storeError { _ = try LocalStore(path: file) }
+        #expect(error?.code == .notAStore)
+    }
+
+    @Test func aCorruptFileGivesAClearError() async throws {
+        let file = folder.path("store.sqlite")
+        do {
+            let store = try LocalStore(path: file)
+            for index in 0..<200 {
+                try await store.setData(["n": .int(Int64(index)), "pad": .string(String(repeating: "x", count: 500))],
+                                        for: DocumentKey(collection: "c", id: "d\(index)"))
+            }
+        }
+        try Database(path: file).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        // Scribble over everything after the first page.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: 64 * 1024))
+        try handle.close()
+        let error = await storeError {
+            let store = try LocalStore(path: file)
+            _ = try await store.document(DocumentKey(collection: "c", id: "d5"))
+            _ = try await store.documents(matching: DocumentQuery(collection: "c"))
+        }
+        #expect(error?.code == .corrupt || error?.code == .notAStore, "\(String(describing: error))")
+    }
+
+    @Test func anOlderStoreIsMigratedAndKeepsItsData() async throws {
+        let file = folder.path("store.sqlite")
+        do {
+            _ = try LocalStore(path: file, schemaVersion: 1)
+            let database = try Database(path: file)
+            try database.run("INSERT INTO meta (key, value) VALUES ('client_id', 'old-client')")
+            try database.run("INSERT INTO documents (collection, id, view, unsent_writes) VALUES ('c', 'd', '{\"n\":1}', 0)")
+        }
+        let store = try LocalStore(path: file)
+        #expect(store.clientID == "old-client")
+        #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 1])
+        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 2)
+    }
+
+    @Test func theStricterDurabilityCanBeChosen() async throws {
+        let file = folder.path("store.sqlite")
+        _ = try LocalStore(path: file, durability: .full)
+        let database = try Database(path: file, durability: .full)
+        #expect(try database.queryFirst("PRAGMA synchronous") { $0.integer(0) } == 2)
+        #expect(try database.queryFirst("PRAGMA journal_mode") { $0.text(0) } == "wal")
+    }
+}
