@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "AbrovaStore", targets: ["AbrovaStore"]),
         .library(name: "AbrovaTestSupport", targets: ["AbrovaTestSupport"]),
         .executable(name: "abrova-bench", targets: ["AbrovaBenchmarks"]),
+        .executable(name: "abrova-store-writer", targets: ["AbrovaStoreWriter"]),
     ],
     targets: [
         .target(name: "AbrovaCore"),
@@ -18,7 +19,9 @@ let package = Package(
         .target(name: "AbrovaSQLite", dependencies: ["CSQLite"]),
         .target(name: "AbrovaStore", dependencies: ["AbrovaCore", "AbrovaSQLite"]),
         .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore"]),
-        .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
+        .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport"]),
+        // Writes to a store until killed: the crash-safety test runs it.
+        .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),

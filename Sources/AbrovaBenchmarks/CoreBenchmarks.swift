@@ -8,9 +8,9 @@ struct CoreBenchmarks {
 
     func run(into report: inout BenchmarkReport) {
         print("## core")
-        measureJoin(into: &report)
-        measureCompose(into: &report)
-        measureStateSize(into: &report)
+        if options.runs("core-join") { measureJoin(into: &report) }
+        if options.runs("core-compose") { measureCompose(into: &report) }
+        if options.runs("core-size") { measureStateSize(into: &report) }
     }
 
     private var repetitions: Int { options.isQuick ? 3 : 7 }

@@ -6,6 +6,11 @@ struct BenchmarkOptions {
     var jsonPath: String?
     /// Fewer repetitions and smaller sizes, for a smoke run.
     var isQuick = false
+    /// Runs only the figures whose names contain this text (`--only store`).
+    var only: String?
+
+    /// Whether the figure named `name` runs.
+    func runs(_ name: String) -> Bool { only.map { name.contains($0) } ?? true }
 
     init(arguments: [String]) {
         var remaining = arguments[...]
@@ -13,6 +18,7 @@ struct BenchmarkOptions {
             switch argument {
             case "--json": jsonPath = remaining.popFirst()
             case "--quick": isQuick = true
+            case "--only": only = remaining.popFirst()
             default: print("ignoring unknown argument \(argument)")
             }
         }

@@ -114,7 +114,15 @@ public struct DocumentState: Hashable, Sendable {
 
     /// The document as apps see it: nested maps of the live fields, or `nil` when it does not exist.
     public var document: Value? {
-        existence.exists ? liveValue(within: .root) ?? .map([:]) : nil
+        guard existence.exists else { return nil }
+        if interiorPaths.count <= 1 {
+            // Nothing nests (the root is the only interior path): every live field is top-level.
+            var entries: [String: Value] = [:]
+            entries.reserveCapacity(fields.count)
+            for (path, field) in fields where field.isLive { entries[path.dotted] = field.value }
+            return .map(entries)
+        }
+        return liveValue(within: .root) ?? .map([:])
     }
 
     /// Whether the document exists.

@@ -36,7 +36,10 @@ public final class Database {
     /// Opens (or creates) the database at `path` in WAL mode.
     ///
     /// - Throws: `SQLiteError` when the file cannot be opened or is not a database.
-    public init(path: String, durability: Durability = .normal) throws(SQLiteError) {
+    /// - Parameter isExclusive: keep the file locked for this connection alone (`locking_mode=
+    ///   EXCLUSIVE`): no file lock is taken per transaction, and no other connection or process can
+    ///   use the file while this one is open. For a store that one process owns.
+    public init(path: String, durability: Durability = .normal, isExclusive: Bool = false) throws(SQLiteError) {
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &connection, flags, nil)
@@ -48,6 +51,8 @@ public final class Database {
         handle = connection
         sqlite3_extended_result_codes(connection, 1)
         sqlite3_busy_timeout(connection, 5_000)
+        // Exclusive mode must be set before WAL is entered, so that the WAL index lives in memory.
+        if isExclusive { try execute("PRAGMA locking_mode=EXCLUSIVE") }
         // The first read of the file: a file that is not a database fails here, clearly.
         try execute("PRAGMA journal_mode=WAL")
         try execute(durability == .full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
@@ -108,15 +113,15 @@ public final class Database {
     /// throws. Transactions do not nest.
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
         precondition(!isInTransaction, "transactions do not nest")
-        try execute("BEGIN IMMEDIATE")
+        try run("BEGIN IMMEDIATE")
         isInTransaction = true
         defer { isInTransaction = false }
         do {
             let result = try body(self)
-            try execute("COMMIT")
+            try run("COMMIT")
             return result
         } catch {
-            try? execute("ROLLBACK")
+            try? run("ROLLBACK")
             throw error
         }
     }

@@ -34,7 +34,8 @@ public actor LocalStore {
     ///   for a file that is not a store, `.corrupt` for a damaged one.
     public init(path: String, durability: Database.Durability = .normal) throws {
         do {
-            database = try Database(path: path, durability: durability)
+            // The app's process owns its store: exclusive locking spares a file lock per transaction.
+            database = try Database(path: path, durability: durability, isExclusive: true)
             try Schema.migrate(database)
             clientID = try Self.loadOrCreateClientID(database)
             unsentWriteCount = Int(try database.queryFirst("SELECT coalesce(sum(unsent_writes), 0) FROM documents") { $0.integer(0) } ?? 0)
@@ -121,7 +122,8 @@ public actor LocalStore {
         } catch let error as ValueError {
             throw StoreError(error)
         }
-        let viewJSON = view.document.map { SQLiteValue.text($0.canonicalJSON) } ?? .null
+        let data = view.document
+        let viewJSON = data.map { SQLiteValue.text($0.canonicalJSON) } ?? .null
         let newTail: PendingChange = try database.write { database in
             let change: PendingChange
             if var tail, tail.key == key {
@@ -147,7 +149,7 @@ public actor LocalStore {
         remember(document, for: key)
         unsentWriteCount += 1
         notify(changed: [key])
-        return document.snapshot(key)
+        return DocumentSnapshot(key: key, data: data, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
     }
 
     // MARK: Reads

@@ -20,7 +20,7 @@ enum Schema {
             PRIMARY KEY (collection, id)
         ) WITHOUT ROWID;
         CREATE TABLE pending (
-            sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+            sequence INTEGER PRIMARY KEY,
             collection TEXT NOT NULL,
             id TEXT NOT NULL,
             delta BLOB NOT NULL,
@@ -35,9 +35,10 @@ enum Schema {
         );
         CREATE TABLE batch (sequence INTEGER PRIMARY KEY, body BLOB NOT NULL);
         """,
-        // 1 -> 2: a document's unsent changes are found without a scan.
+        // 1 -> 2: a document's in-flight changes are found without a scan. (Pending changes have no
+        // such index on purpose: every local write would pay for it; they are read rarely, when
+        // a document with unsent changes is not in memory.)
         """
-        CREATE INDEX pending_by_document ON pending (collection, id);
         CREATE INDEX inflight_by_document ON inflight (collection, id);
         """,
     ]

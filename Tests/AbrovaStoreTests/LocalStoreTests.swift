@@ -395,16 +395,18 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             try database.run("INSERT INTO meta (key, value) VALUES ('client_id', 'old-client')")
             try database.run("INSERT INTO documents (collection, id, view, unsent_writes) VALUES ('c', 'd', '{\"n\":1}', 0)")
         }
-        let store = try LocalStore(path: file)
-        #expect(store.clientID == "old-client")
-        #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 1])
+        do {
+            let store = try LocalStore(path: file)
+            #expect(store.clientID == "old-client")
+            #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 1])
+        }
         #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 2)
     }
 
     @Test func theStricterDurabilityCanBeChosen() async throws {
         let file = folder.path("store.sqlite")
         _ = try LocalStore(path: file, durability: .full)
-        let database = try Database(path: file, durability: .full)
+        let database = try Database(path: file, durability: .full)  // the store above is closed
         #expect(try database.queryFirst("PRAGMA synchronous") { $0.integer(0) } == 2)
         #expect(try database.queryFirst("PRAGMA journal_mode") { $0.text(0) } == "wal")
     }

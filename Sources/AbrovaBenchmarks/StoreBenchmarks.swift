@@ -1,0 +1,194 @@
+import AbrovaCore
+import AbrovaSQLite
+import AbrovaStore
+import AbrovaTestSupport
+import Foundation
+
+/// The device store against plain SQLite doing the same job, in the same run, with the same
+/// settings (WAL, synchronous=NORMAL, exclusive locking).
+struct StoreBenchmarks {
+    let options: BenchmarkOptions
+
+    func run(adding earlier: BenchmarkReport) async -> BenchmarkReport {
+        var report = earlier
+        print("## store")
+        do {
+            if options.runs("store-writes") { try await measureLocalWrites(into: &report) }
+            if options.runs("store-pulls") { try await measurePulledPages(into: &report) }
+            if options.runs("store-reads") { try await measureReads(into: &report) }
+        } catch {
+            print("store benchmarks failed: \(error)")
+        }
+        return report
+    }
+
+    private func temporaryFolder() -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("abrova-bench-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// A 10-field document of about 200 bytes.
+    private func document(_ index: Int) -> [String: Value] {
+        [
+            "title": .string("Item number \(index)"), "qty": .int(Int64(index % 7)), "price": .double(Double(index % 100) / 4),
+            "done": .bool(index % 2 == 0), "owner": "ana", "list": .string("list-\(index % 20)"), "note": "bring the bags",
+            "rank": .int(Int64(index)), "color": "green", "updated": .int(1_700_000_000 + Int64(index)),
+        ]
+    }
+
+    /// Local writes (one field of a 10-field document, each its own transaction) against plain
+    /// upserts of the same JSON rows, each its own transaction. Goal: at least 0.8×.
+    private func measureLocalWrites(into report: inout BenchmarkReport) async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let documents = 1_000
+        let writes = options.isQuick ? 3_000 : 20_000
+        let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
+        for index in 0..<documents { try await store.setData(document(index), for: DocumentKey(collection: "items", id: "i\(index)")) }
+        let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
+        try plain.execute("CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
+        var bodies = (0..<documents).map { Value.map(document($0)) }
+        let qty = try FieldPath("qty")
+
+        var oursRates: [Double] = []
+        var baselineRates: [Double] = []
+        for round in 0..<(options.isQuick ? 3 : 5) {
+            let clock = ContinuousClock()
+            let baselineTime = try clock.measure {
+                for write in 0..<writes {
+                    let index = (write * 7 + round) % documents
+                    if case .map(var fields) = bodies[index] {
+                        fields["qty"] = .int(Int64(write))
+                        bodies[index] = .map(fields)
+                    }
+                    try plain.write { database in
+                        try database.run("""
+                            INSERT INTO documents (collection, id, body) VALUES (?, ?, ?)
+                            ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body
+                            """, [.text("items"), .text("i\(index)"), .text(bodies[index].canonicalJSON)])
+                    }
+                }
+            }
+            let start = clock.now
+            for write in 0..<writes {
+                let index = (write * 7 + round) % documents
+                try await store.updateData(for: DocumentKey(collection: "items", id: "i\(index)"), set: [qty: .int(Int64(write))])
+            }
+            let oursTime = clock.now - start
+            baselineRates.append(Double(writes) / seconds(baselineTime))
+            oursRates.append(Double(writes) / seconds(oursTime))
+        }
+        let ours = median(oursRates)
+        let baseline = median(baselineRates)
+        report.add(BenchmarkRow(name: "store: local writes (one field of a 10-field document, a transaction each)",
+                                figure: formatRate(ours, "writes"), baseline: formatRate(baseline, "plain SQLite upserts"),
+                                ratio: ours / baseline, goal: "≥ 0.8×", isGoalMet: ours / baseline >= 0.8))
+    }
+
+    /// Pulled pages of 500 documents against a plain batched upsert of the same rows.
+    /// Goal: at least 0.5×.
+    private func measurePulledPages(into report: inout BenchmarkReport) async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
+        let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
+        try plain.execute("CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
+        let pages = options.isQuick ? 4 : 20
+        var version: UInt64 = 0
+        let pagesOfStates: [[(key: DocumentKey, state: DocumentState)]] = try (0..<pages).map { page in
+            try (0..<500).map { offset in
+                let index = page * 500 + offset
+                version += 1
+                var state = DocumentState()
+                state.applyLocally(try DocumentDelta.create(document(index), base: .zero), at: Version(version))
+                return (DocumentKey(collection: "items", id: "i\(index)"), state)
+            }
+        }
+        let fieldChanges = Double(pages * 500 * 10)
+        let clock = ContinuousClock()
+        let baselineTime = try clock.measure {
+            for page in pagesOfStates {
+                try plain.write { database in
+                    for (key, state) in page {
+                        try database.run("""
+                            INSERT INTO documents (collection, id, body) VALUES (?, ?, ?)
+                            ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body
+                            """, [.text(key.collection), .text(key.id), .text((state.document ?? .null).canonicalJSON)])
+                    }
+                }
+            }
+        }
+        let start = clock.now
+        for (number, page) in pagesOfStates.enumerated() { try await store.applyPulledPage(page, cursor: String(number)) }
+        let oursTime = clock.now - start
+        let ours = fieldChanges / seconds(oursTime)
+        let baseline = fieldChanges / seconds(baselineTime)
+        report.add(BenchmarkRow(name: "store: pulled pages of 500 documents applied",
+                                figure: formatRate(ours, "field changes"), baseline: formatRate(baseline, "fields in batched upserts"),
+                                ratio: ours / baseline, goal: "≥ 0.5×", isGoalMet: ours / baseline >= 0.5))
+    }
+
+    /// Snapshot reads on a store of 100,000 documents: median and p99 latency, against reading and
+    /// parsing the same row from a plain table.
+    private func measureReads(into report: inout BenchmarkReport) async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let count = options.isQuick ? 20_000 : 100_000
+        let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
+        let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
+        try plain.execute("CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
+        var version: UInt64 = 0
+        for page in 0..<(count / 500) {
+            let states: [(key: DocumentKey, state: DocumentState)] = try (0..<500).map { offset in
+                let index = page * 500 + offset
+                version += 1
+                var state = DocumentState()
+                state.applyLocally(try DocumentDelta.create(document(index), base: .zero), at: Version(version))
+                return (DocumentKey(collection: "items", id: "i\(index)"), state)
+            }
+            try await store.applyPulledPage(states, cursor: String(page))
+            try plain.write { database in
+                for (key, state) in states {
+                    try database.run("INSERT INTO documents (collection, id, body) VALUES (?, ?, ?)",
+                                     [.text(key.collection), .text(key.id), .text((state.document ?? .null).canonicalJSON)])
+                }
+            }
+        }
+        var generator = SplitMix64(seed: 99)
+        let reads = options.isQuick ? 5_000 : 20_000
+        let keys = (0..<reads).map { _ in DocumentKey(collection: "items", id: "i\(generator.next() % UInt64(count))") }
+        let clock = ContinuousClock()
+        var ours: [Double] = []
+        var baseline: [Double] = []
+        for key in keys {
+            let plainTime = try clock.measure {
+                let body = try plain.queryFirst("SELECT body FROM documents WHERE collection = ? AND id = ?",
+                                                [.text(key.collection), .text(key.id)]) { $0.text(0) } ?? nil
+                blackHole(try body.map { try Value(json: $0) })
+            }
+            let start = clock.now
+            blackHole(try await store.document(key))
+            ours.append(seconds(clock.now - start) * 1e6)
+            baseline.append(seconds(plainTime) * 1e6)
+        }
+        ours.sort()
+        baseline.sort()
+        let p99 = { (values: [Double]) in values[min(values.count - 1, values.count * 99 / 100)] }
+        report.add(BenchmarkRow(name: "store: snapshot read, median, \(count) documents",
+                                figure: String(format: "%.1f µs", median(ours)), baseline: String(format: "%.1f µs plain read and parse", median(baseline)),
+                                ratio: median(baseline) / median(ours), goal: "reported (speed ratio)", isGoalMet: nil))
+        report.add(BenchmarkRow(name: "store: snapshot read, p99, \(count) documents",
+                                figure: String(format: "%.1f µs", p99(ours)), baseline: String(format: "%.1f µs plain read and parse", p99(baseline)),
+                                ratio: p99(baseline) / p99(ours), goal: "reported (speed ratio)", isGoalMet: nil))
+    }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted[sorted.count / 2]
+}
