@@ -133,6 +133,16 @@ public struct DocumentDelta: Hashable, Sendable {
                               setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:],
                               base: Version) throws(ValueError) -> DocumentDelta {
         var delta = DocumentDelta()
+        // The common call, leaves at paths that do not overlap, needs no composing.
+        if removals.isEmpty, setAdd.isEmpty, setRemove.isEmpty, Self.areSeparateLeaves(assignments) {
+            for (path, value) in assignments {
+                try path.checkNotRoot()
+                try value.validate(at: path, depth: path.depth)
+                delta.assignments[path] = Assignment(value: value, base: base)
+                if path.isNested { delta.hasNestedPaths = true }
+            }
+            return delta
+        }
         for path in removals {
             try path.checkNotRoot()
             delta.compose(with: DocumentDelta(removals: [path: base]))
@@ -144,15 +154,25 @@ public struct DocumentDelta: Hashable, Sendable {
         }
         for (path, elements) in setAdd {
             try path.checkNotRoot()
-            for element in elements { try element.validate(at: path, depth: 1) }
+            for element in elements { try element.validate(at: path, depth: path.depth + 1) }
             delta.compose(with: DocumentDelta(setChanges: [path: SetChange(adds: Set(elements), base: base)]))
         }
         for (path, elements) in setRemove {
             try path.checkNotRoot()
-            for element in elements { try element.validate(at: path, depth: 1) }
+            for element in elements { try element.validate(at: path, depth: path.depth + 1) }
             delta.compose(with: DocumentDelta(setChanges: [path: SetChange(removes: Set(elements), base: base)]))
         }
         return delta
+    }
+
+    /// Whether every value is a leaf (not a non-empty map) and no two paths overlap.
+    private static func areSeparateLeaves(_ assignments: [FieldPath: Value]) -> Bool {
+        guard assignments.count <= 8 else { return false }
+        for (path, value) in assignments {
+            if case .map(let entries) = value, !entries.isEmpty { return false }
+            if assignments.keys.contains(where: { $0 != path && $0.overlaps(path) }) { return false }
+        }
+        return true
     }
 
     /// `delete`.
@@ -174,7 +194,7 @@ public struct DocumentDelta: Hashable, Sendable {
     /// Assigns `value` at `path`: a non-empty map becomes a removal of the path and its leaves.
     private mutating func assign(_ value: Value, at path: FieldPath, base: Version) throws(ValueError) {
         try path.checkNotRoot()
-        try value.validate(at: path, depth: path.segments.count)
+        try value.validate(at: path, depth: path.depth)
         if case .map(let entries) = value, !entries.isEmpty {
             var part = DocumentDelta(removals: [path: base])
             for (leafPath, leaf) in value.leaves(at: path) {

@@ -139,7 +139,7 @@ public struct DocumentState: Hashable, Sendable {
         // Older first, so that where a broken state holds overlapping leaves the newer one shows.
         let ordered = live.compactMap { livePath in fields[livePath].map { (livePath, $0) } }
             .sorted { ($0.1.version, $0.0) < ($1.1.version, $1.0) }
-        let depth = path.segments.count
+        let depth = path.depth
         var result = Value.map([:])
         for (fieldPath, field) in ordered {
             guard let value = field.value else { continue }
@@ -310,6 +310,10 @@ public struct DocumentState: Hashable, Sendable {
     /// the later write. Equal versions with different contents, which a server never produces, are
     /// ordered by their canonical encoding, so the join is commutative, associative and idempotent.
     public mutating func merge(_ other: DocumentState) {
+        if existence == .never && fields.isEmpty {
+            self = other  // joining into nothing gives the other state (a pulled document seen first)
+            return
+        }
         if Self.precedes(existence, other.existence) { setExistence(other.existence.exists, at: other.existence.version) }
         for (path, field) in other.fields {
             if let mine = fields[path], !Self.precedes(mine, field) { continue }

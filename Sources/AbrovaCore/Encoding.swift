@@ -47,7 +47,7 @@ extension DocumentState {
             case .array(let items) where items.count == 1:
                 fields[path] = .register(Register(value: nil, version: try Version(encoded: items[0], field: dotted)))
             case .array(let items) where items.count == 2:
-                try items[0].validate(at: path, depth: path.segments.count)
+                try items[0].validate(at: path, depth: path.depth)
                 fields[path] = .register(Register(value: items[0], version: try Version(encoded: items[1], field: dotted)))
             case .map(let setParts):
                 var elements: [Value: Version] = [:]
@@ -55,7 +55,7 @@ extension DocumentState {
                     guard case .array(let items) = pair, items.count == 2 else {
                         throw ValueError(.malformedJSON, field: dotted, detail: "not a set element")
                     }
-                    try items[0].validate(at: path, depth: path.segments.count + 1)
+                    try items[0].validate(at: path, depth: path.depth + 1)
                     elements[items[0]] = try Version(encoded: items[1], field: dotted)
                 }
                 let version = try Version(encoded: setParts["v"] ?? .null, field: dotted)
@@ -122,13 +122,13 @@ extension DocumentDelta {
             guard case .array(let items) = item, items.count == 2 else {
                 throw ValueError(.malformedJSON, field: path.dotted, detail: "an assignment is not [value, base]")
             }
-            try items[0].validate(at: path, depth: path.segments.count)
+            try items[0].validate(at: path, depth: path.depth)
             assignments[path] = Assignment(value: items[0], base: try Version(encoded: items[1], field: path.dotted))
         }
         for (path, item) in try paths("setChanges") {
             let adds = item.mapValue?["add"]?.arrayValue ?? []
             let removes = item.mapValue?["remove"]?.arrayValue ?? []
-            for element in adds + removes { try element.validate(at: path, depth: path.segments.count + 1) }
+            for element in adds + removes { try element.validate(at: path, depth: path.depth + 1) }
             guard Set(adds).isDisjoint(with: removes) else {
                 throw ValueError(.malformedJSON, field: path.dotted, detail: "an element is both added and removed")
             }
@@ -217,5 +217,124 @@ extension Batch: EncodedAsValue {
                                        writes: Int(fields["writes"]?.intValue ?? 1)))
         }
         self.init(clientID: clientID, sequence: sequence, changes: decoded)
+    }
+}
+
+// Direct writers of the compact forms: the same bytes as `encoded.writeCanonicalJSON(to:)`
+// without building the intermediate `Value` (the device store writes these on every change).
+
+extension DocumentState {
+    /// Appends the canonical JSON of `encoded`.
+    public func writeEncoded(to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: #"{"e":["#.utf8)
+        bytes.append(existence.exists ? UInt8(ascii: "1") : UInt8(ascii: "0"))
+        bytes.append(UInt8(ascii: ","))
+        Value.int(Int64(bitPattern: existence.version.rawValue)).writeCanonicalJSON(to: &bytes)
+        bytes.append(contentsOf: #"],"f":{"#.utf8)
+        for (index, path) in fields.keys.sorted().enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            Value.writeJSONString(path.dotted, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            switch fields[path] {
+            case .register(let register)?:
+                bytes.append(UInt8(ascii: "["))
+                if let value = register.value {
+                    value.writeCanonicalJSON(to: &bytes)
+                    bytes.append(UInt8(ascii: ","))
+                }
+                register.version.encoded.writeCanonicalJSON(to: &bytes)
+                bytes.append(UInt8(ascii: "]"))
+            case .set(let set)?:
+                bytes.append(contentsOf: #"{"s":["#.utf8)
+                for (position, element) in set.sortedElements.enumerated() {
+                    if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                    bytes.append(UInt8(ascii: "["))
+                    element.writeCanonicalJSON(to: &bytes)
+                    bytes.append(UInt8(ascii: ","))
+                    (set.elements[element] ?? .zero).encoded.writeCanonicalJSON(to: &bytes)
+                    bytes.append(UInt8(ascii: "]"))
+                }
+                bytes.append(contentsOf: #"],"v":"#.utf8)
+                set.version.encoded.writeCanonicalJSON(to: &bytes)
+                bytes.append(UInt8(ascii: "}"))
+            case nil:
+                bytes.append(contentsOf: "null".utf8)
+            }
+        }
+        bytes.append(contentsOf: "}}".utf8)
+    }
+}
+
+extension DocumentDelta {
+    /// Appends the canonical JSON of `encoded`.
+    public func writeEncoded(to bytes: inout [UInt8]) {
+        var first = true
+        func key(_ name: String) {
+            bytes.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            first = false
+            Value.writeJSONString(name, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+        }
+        func versions(_ parts: [FieldPath: Version]) {
+            bytes.append(UInt8(ascii: "{"))
+            for (index, path) in parts.keys.sorted().enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Value.writeJSONString(path.dotted, to: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                (parts[path] ?? .zero).encoded.writeCanonicalJSON(to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        // Keys in UTF-8 order: assignments, create, delete, fieldRemovals, removals, setChanges.
+        if !assignments.isEmpty {
+            key("assignments")
+            bytes.append(UInt8(ascii: "{"))
+            for (index, path) in assignments.keys.sorted().enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Value.writeJSONString(path.dotted, to: &bytes)
+                bytes.append(contentsOf: ":[".utf8)
+                if let assignment = assignments[path] {
+                    assignment.value.writeCanonicalJSON(to: &bytes)
+                    bytes.append(UInt8(ascii: ","))
+                    assignment.base.encoded.writeCanonicalJSON(to: &bytes)
+                }
+                bytes.append(UInt8(ascii: "]"))
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        if let create {
+            key("create")
+            create.encoded.writeCanonicalJSON(to: &bytes)
+        }
+        if let delete {
+            key("delete")
+            delete.encoded.writeCanonicalJSON(to: &bytes)
+        }
+        if !fieldRemovals.isEmpty {
+            key("fieldRemovals")
+            versions(fieldRemovals)
+        }
+        if !removals.isEmpty {
+            key("removals")
+            versions(removals)
+        }
+        if !setChanges.isEmpty {
+            key("setChanges")
+            bytes.append(UInt8(ascii: "{"))
+            for (index, path) in setChanges.keys.sorted().enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Value.writeJSONString(path.dotted, to: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                let change = setChanges[path] ?? SetChange(base: .zero)
+                Value.map([
+                    "add": .array(ObservedRemoveSet.canonicallySorted(change.adds)),
+                    "remove": .array(ObservedRemoveSet.canonicallySorted(change.removes)),
+                    "base": change.base.encoded,
+                ]).writeCanonicalJSON(to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        if first { bytes.append(UInt8(ascii: "{")) }
+        bytes.append(UInt8(ascii: "}"))
     }
 }

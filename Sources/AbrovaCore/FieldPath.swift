@@ -54,6 +54,11 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
 
     public var description: String { dotted }
 
+    /// The number of segments, counted without splitting (0 for the root).
+    public var depth: Int {
+        isRoot ? 0 : 1 + dotted.utf8.reduce(0) { $1 == UInt8(ascii: ".") ? $0 + 1 : $0 }
+    }
+
     /// Whether the path has more than one segment.
     public var isNested: Bool { dotted.utf8.contains(UInt8(ascii: ".")) }
 

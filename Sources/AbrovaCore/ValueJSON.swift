@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 // A direct JSON writer and parser for `Value`. Foundation's coders run at about a tenth of the speed
 // of a writer over the enum (see DESIGN), and the hot paths (local writes, batches, pulled pages)
 // encode every document, so they use these.
@@ -17,7 +23,7 @@ extension Value {
         switch self {
         case .null: bytes.append(contentsOf: "null".utf8)
         case .bool(let bool): bytes.append(contentsOf: (bool ? "true" : "false").utf8)
-        case .int(let int): bytes.append(contentsOf: String(int).utf8)
+        case .int(let int): Self.writeDecimal(int, to: &bytes)
         case .double(let double):
             // -0.0 == 0.0 for Value's equality, so both encode alike.
             bytes.append(contentsOf: (double == 0 ? "0.0" : double.description).utf8)
@@ -38,6 +44,24 @@ extension Value {
                 entries[key]!.writeCanonicalJSON(to: &bytes)
             }
             bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Appends an integer in decimal, without making a `String` first.
+    static func writeDecimal(_ int: Int64, to bytes: inout [UInt8]) {
+        if int < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = int.magnitude
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[19 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            bytes.append(contentsOf: buffer[(20 - count)...])
         }
     }
 
@@ -79,13 +103,30 @@ extension Value {
     }
 
     /// Byte order of UTF-8, the order of keys in the canonical encoding.
-    @inlinable
     public static func utf8Order(_ left: String, _ right: String) -> Bool {
-        left.utf8.lexicographicallyPrecedes(right.utf8)
+        var left = left
+        var right = right
+        // Contiguous UTF-8 (native strings are) compares with memcmp.
+        return left.withUTF8 { leftBytes in
+            right.withUTF8 { rightBytes in
+                let common = min(leftBytes.count, rightBytes.count)
+                if common > 0, let leftBase = leftBytes.baseAddress, let rightBase = rightBytes.baseAddress {
+                    let order = memcmp(leftBase, rightBase, common)
+                    if order != 0 { return order < 0 }
+                }
+                return leftBytes.count < rightBytes.count
+            }
+        }
     }
 
     static func writeJSONString(_ string: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copy them whole.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: string.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])

@@ -224,3 +224,10 @@ public struct Row {
     /// The column as bytes, or `nil` for NULL.
     public func blob(_ index: Int) -> [UInt8]? { statement.bytes(Int32(index)) }
 }
+
+extension SQLiteValue {
+    /// Text, or NULL for `nil`.
+    public init(_ text: String?) {
+        self = text.map(SQLiteValue.text) ?? .null
+    }
+}

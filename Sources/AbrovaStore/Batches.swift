@@ -7,49 +7,48 @@ extension LocalStore {
     public func freezeBatch() throws -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
-            let pending = try database.query("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence") { row in
-                PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
-                              delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)))
+            let pending = try database.query("SELECT collection, id, delta, writes, view FROM pending ORDER BY sequence") { row in
+                (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), try Self.decodeDelta(row.blob(2)),
+                 Int(row.integer(3)), row.text(4))
             }
             guard !pending.isEmpty else { return nil }
             // Removes of elements the server never showed this device take nothing: drop them, and
-            // changes left with nothing to do.
-            var changes: [BatchChange] = []
+            // changes left with nothing to do (their views are those of the change before them).
+            var changes: [(change: BatchChange, view: String?)] = []
             var cancelled: [DocumentKey: Int] = [:]
-            for change in pending {
-                let confirmed = try loaded(change.key).confirmed
-                let delta = change.delta.droppingUnobservedRemoves(confirmed: confirmed)
-                if delta.isEmpty {
-                    cancelled[change.key, default: 0] += change.writes
+            for (key, delta, writes, view) in pending {
+                let pruned = delta.droppingUnobservedRemoves(confirmed: try loaded(key).confirmed)
+                if pruned.isEmpty {
+                    cancelled[key, default: 0] += writes
                 } else {
-                    changes.append(BatchChange(key: change.key, delta: delta, writes: change.writes))
+                    changes.append((BatchChange(key: key, delta: pruned, writes: writes), view))
                 }
             }
             let sequence = Int64(try meta("next_batch_sequence") ?? "1") ?? 1
-            let batch = Batch(clientID: clientID, sequence: sequence, changes: changes)
+            let batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
             var body: [UInt8] = []
             batch.encoded.writeCanonicalJSON(to: &body)
             try database.write { database in
-                for (position, change) in changes.enumerated() {
-                    try database.run("INSERT INTO inflight (position, collection, id, delta, writes) VALUES (?, ?, ?, ?, ?)",
+                for (position, (change, view)) in changes.enumerated() {
+                    try database.run("INSERT INTO inflight (position, collection, id, delta, writes, view) VALUES (?, ?, ?, ?, ?, ?)",
                                      [.integer(Int64(position)), .text(change.key.collection), .text(change.key.id),
-                                      .blob(Self.encode(change.delta)), .integer(Int64(change.writes))])
+                                      .blob(Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view)])
                 }
                 try database.run("DELETE FROM pending")
-                for (key, writes) in cancelled {
-                    try database.run("UPDATE documents SET unsent_writes = unsent_writes - ? WHERE collection = ? AND id = ?",
-                                     [.integer(Int64(writes)), .text(key.collection), .text(key.id)])
-                }
                 if !changes.isEmpty { try database.run("INSERT INTO batch (sequence, body) VALUES (?, ?)", [.integer(sequence), .blob(body)]) }
                 try setMeta("next_batch_sequence", String(sequence + 1), in: database)
             }
             tail = nil
+            let stillUnsent = Set(changes.map(\.change.key))
             for (key, writes) in cancelled {
-                if var document = cache[key] {
-                    document.unsentWrites -= writes
-                    cache[key] = document
-                }
                 unsentWriteCount -= writes
+                if stillUnsent.contains(key) {
+                    unsent[key]?.writes -= writes
+                } else {
+                    // Nothing of this document is left to send: it shows its confirmed state.
+                    unsent[key] = nil
+                    cache[key] = nil
+                }
             }
             if !cancelled.isEmpty { notify(changed: Set(cancelled.keys)) }
             return changes.isEmpty ? nil : FrozenBatch(batch: batch, body: body)
@@ -107,39 +106,43 @@ extension LocalStore {
                 }
                 confirmed[change.key] = state
             }
-            // Pending changes of these documents, rebased past this client's own writes.
-            let pending = try database.query("SELECT sequence, collection, id, delta FROM pending ORDER BY sequence") { row in
-                (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), try Self.decodeDelta(row.blob(3)))
+            // The pending changes of these documents: rebased past this client's own writes, and
+            // their views rebuilt on the new confirmed states.
+            let pending = try database.query("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence") { row in
+                (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), try Self.decodeDelta(row.blob(3)),
+                 Int(row.integer(4)))
             }
-            var rebased: [(Int64, DocumentDelta)] = []
-            var views: [DocumentKey: DocumentState] = confirmed
-            for (sequenceNumber, key, delta) in pending where confirmed[key] != nil {
+            var views = confirmed
+            var rewritten: [(sequence: Int64, delta: DocumentDelta, view: String?)] = []
+            var stillUnsent: [DocumentKey: UnsentDocument] = [:]
+            for (sequenceNumber, key, delta, writes) in pending where confirmed[key] != nil {
                 var delta = delta
                 if let version = ownVersions[key], let state = confirmed[key] {
                     delta = delta.rebased(onto: state, ownVersion: version)
-                    rebased.append((sequenceNumber, delta))
                     if tail?.sequence == sequenceNumber { tail?.delta = delta }
                 }
                 views[key]?.applyLocally(delta, at: Self.localVersion)
+                let view = views[key]?.document?.canonicalJSON
+                rewritten.append((sequenceNumber, delta, view))
+                stillUnsent[key] = UnsentDocument(viewJSON: view, writes: (stillUnsent[key]?.writes ?? 0) + writes)
             }
             try database.write { database in
                 for (key, state) in confirmed {
-                    let view = views[key]?.document.map { SQLiteValue.text($0.canonicalJSON) } ?? .null
                     try database.run("""
-                        INSERT INTO documents (collection, id, confirmed, view, unsent_writes) VALUES (?1, ?2, ?3, ?4, 0)
-                        ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4, unsent_writes = unsent_writes - ?5
-                        """, [.text(key.collection), .text(key.id), .blob(Self.encode(state)), view,
-                              .integer(Int64(settledWrites[key] ?? 0))])
+                        INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
+                        ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
+                        """, [.text(key.collection), .text(key.id), .blob(Self.encode(state)), SQLiteValue(state.document?.canonicalJSON)])
                 }
-                for (sequenceNumber, delta) in rebased {
-                    try database.run("UPDATE pending SET delta = ? WHERE sequence = ?", [.blob(Self.encode(delta)), .integer(sequenceNumber)])
+                for (sequenceNumber, delta, view) in rewritten {
+                    try database.run("UPDATE pending SET delta = ?, view = ? WHERE sequence = ?",
+                                     [.blob(Self.encode(delta)), SQLiteValue(view), .integer(sequenceNumber)])
                 }
                 try database.run("DELETE FROM inflight")
                 try database.run("DELETE FROM batch")
             }
             for (key, state) in confirmed {
-                let unsent = (before[key]?.unsentWrites ?? 0) - (settledWrites[key] ?? 0)
-                remember(CachedDocument(confirmed: state, view: views[key] ?? state, unsentWrites: unsent), for: key)
+                remember(CachedDocument(confirmed: state, view: views[key] ?? state), for: key)
+                unsent[key] = stillUnsent[key]
             }
             unsentWriteCount -= settledWrites.values.reduce(0, +)
             notify(changed: Set(confirmed.keys), rollbacks: rollbacks)
@@ -152,27 +155,41 @@ extension LocalStore {
     public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String) throws {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
+            var rewrittenViews: [(change: StoredChange, view: String?)] = []
+            var unsentViews: [DocumentKey: String?] = [:]
+            try preload(documents.map(\.key))
             for (key, state) in documents {
                 var document = try updated[key] ?? loaded(key)
                 document.confirmed.merge(state)
-                var view = document.confirmed
-                if document.unsentWrites > 0 {
-                    for delta in try unsentChanges(of: key) { view.applyLocally(delta, at: Self.localVersion) }
+                document.view = document.confirmed
+                if unsent[key] != nil {
+                    // The unsent changes' views are rebuilt on the new confirmed state.
+                    for change in try unsentChanges(of: key) {
+                        document.view.applyLocally(change.delta, at: Self.localVersion)
+                        let view = document.view.document?.canonicalJSON
+                        rewrittenViews.append((change, view))
+                        unsentViews[key] = .some(view)
+                    }
                 }
-                document.view = view
                 updated[key] = document
             }
             try database.write { database in
                 for (key, document) in updated {
-                    let view = document.view.document.map { SQLiteValue.text($0.canonicalJSON) } ?? .null
                     try database.run("""
-                        INSERT INTO documents (collection, id, confirmed, view, unsent_writes) VALUES (?1, ?2, ?3, ?4, 0)
+                        INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
                         ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
-                        """, [.text(key.collection), .text(key.id), .blob(Self.encode(document.confirmed)), view])
+                        """, [.text(key.collection), .text(key.id), .blob(Self.encode(document.confirmed)),
+                              SQLiteValue(document.confirmed.document?.canonicalJSON)])
+                }
+                for (change, view) in rewrittenViews {
+                    try database.run(change.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
+                                                       : "UPDATE pending SET view = ? WHERE sequence = ?",
+                                     [SQLiteValue(view), .integer(change.sequence)])
                 }
                 try setMeta("cursor", cursor, in: database)
             }
             for (key, document) in updated { remember(document, for: key) }
+            for (key, view) in unsentViews { unsent[key]?.viewJSON = view }
             notify(changed: Set(updated.keys), unsentWritesChanged: false)
         }
     }

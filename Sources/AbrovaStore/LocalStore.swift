@@ -4,10 +4,10 @@ import Foundation
 
 /// The device's store: the source of truth for every screen.
 ///
-/// It keeps, per document, the state the server confirmed and the app's view of it (confirmed
-/// state overlaid with the frozen in-flight batch and the pending changes); and, in the order the
-/// app made them, the pending changes. A write lands together with its pending change in one
-/// transaction, and listeners hear of it once it has committed. See Spec/storage.md.
+/// It keeps, per document, the state the server confirmed and its view; and, in the order the app
+/// made them, the unsent changes, each with the app's view of its document after it. A write lands
+/// with its change and view in one transaction (one row), and listeners hear of it once it has
+/// committed. See Spec/storage.md.
 ///
 /// An actor: its SQLite connection is used only from here.
 public actor LocalStore {
@@ -21,11 +21,14 @@ public actor LocalStore {
     /// Documents read recently, with their confirmed state and view.
     var cache: [DocumentKey: CachedDocument] = [:]
     static let cacheLimit = 10_000
+    /// Documents with unsent changes: the view after the newest one, and how many app writes
+    /// they hold. Kept in memory (it is as large as the unsent work) so that reads need no scan.
+    var unsent: [DocumentKey: UnsentDocument] = [:]
     /// The newest pending change: a write to the same document composes into it. A write to
     /// another document in between starts a new change, so that changes keep the app's order.
     var tail: PendingChange?
     /// Writes not yet confirmed by the server, in all documents.
-    public internal(set) var unsentWriteCount: Int
+    public internal(set) var unsentWriteCount = 0
     var listeners = Listeners()
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
@@ -38,7 +41,14 @@ public actor LocalStore {
             database = try Database(path: path, durability: durability, isExclusive: true)
             try Schema.migrate(database)
             clientID = try Self.loadOrCreateClientID(database)
-            unsentWriteCount = Int(try database.queryFirst("SELECT coalesce(sum(unsent_writes), 0) FROM documents") { $0.integer(0) } ?? 0)
+            let rows = try database.query("""
+                SELECT collection, id, writes, view, 0 AS kind, position AS ordering FROM inflight
+                UNION ALL SELECT collection, id, writes, view, 1, sequence FROM pending ORDER BY kind, ordering
+                """) { row in (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), Int(row.integer(2)), row.text(3)) }
+            for (key, writes, view) in rows {
+                unsent[key] = UnsentDocument(viewJSON: view, writes: (unsent[key]?.writes ?? 0) + writes)
+                unsentWriteCount += writes
+            }
             tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence DESC LIMIT 1") { row in
                 PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
                               delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)))
@@ -53,7 +63,6 @@ public actor LocalStore {
         database = try Database(path: path)
         try Schema.migrate(database, to: schemaVersion)
         clientID = ""
-        unsentWriteCount = 0
     }
 
     private static func loadOrCreateClientID(_ database: Database) throws -> String {
@@ -114,39 +123,39 @@ public actor LocalStore {
             throw StoreError(.documentNotFound, "\(key) does not exist")
         }
         let delta: DocumentDelta
-        let view: DocumentState
         do {
             delta = try makeDelta(document.confirmed.version)
-            view = document.view.applyingLocally(delta, at: Self.localVersion)
-            try view.checkSize()
         } catch let error as ValueError {
             throw StoreError(error)
         }
+        // Out of the cache, the view is this function's alone and changes in place, without a copy.
+        // Should anything below fail, the entry stays out and is rebuilt from the file when needed.
+        cache[key] = nil
+        document.view.applyLocally(delta, at: Self.localVersion)
+        do {
+            try document.view.checkSize()
+        } catch {
+            throw StoreError(error)
+        }
+        let view = document.view
         let data = view.document
-        let viewJSON = data.map { SQLiteValue.text($0.canonicalJSON) } ?? .null
+        let viewJSON = data?.canonicalJSON
         let newTail: PendingChange = try database.write { database in
-            let change: PendingChange
             if var tail, tail.key == key {
                 tail.delta.compose(with: delta)
                 tail.writes += 1
-                try database.run("UPDATE pending SET delta = ?, writes = ? WHERE sequence = ?",
-                                 [.blob(Self.encode(tail.delta)), .integer(Int64(tail.writes)), .integer(tail.sequence)])
-                change = tail
-            } else {
-                try database.run("INSERT INTO pending (collection, id, delta, writes) VALUES (?, ?, ?, 1)",
-                                 [.text(key.collection), .text(key.id), .blob(Self.encode(delta))])
-                change = PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1)
+                try database.run("UPDATE pending SET delta = ?, writes = ?, view = ? WHERE sequence = ?",
+                                 [.blob(Self.encode(tail.delta)), .integer(Int64(tail.writes)), SQLiteValue(viewJSON),
+                                  .integer(tail.sequence)])
+                return tail
             }
-            try database.run("""
-                INSERT INTO documents (collection, id, view, unsent_writes) VALUES (?, ?, ?, 1)
-                ON CONFLICT (collection, id) DO UPDATE SET view = excluded.view, unsent_writes = unsent_writes + 1
-                """, [.text(key.collection), .text(key.id), viewJSON])
-            return change
+            try database.run("INSERT INTO pending (collection, id, delta, writes, view) VALUES (?, ?, ?, 1, ?)",
+                             [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON)])
+            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1)
         }
         tail = newTail
-        document.view = view
-        document.unsentWrites += 1
         remember(document, for: key)
+        unsent[key] = UnsentDocument(viewJSON: viewJSON, writes: (unsent[key]?.writes ?? 0) + 1)
         unsentWriteCount += 1
         notify(changed: [key])
         return DocumentSnapshot(key: key, data: data, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
@@ -156,13 +165,18 @@ public actor LocalStore {
 
     /// The document as the app sees it.
     public func document(_ key: DocumentKey) throws -> DocumentSnapshot {
-        if let cached = cache[key] { return cached.snapshot(key) }
+        let hasPendingWrites = unsent[key] != nil
+        let metadata = SnapshotMetadata(hasPendingWrites: hasPendingWrites, isFromCache: true)
+        if let cached = cache[key] { return DocumentSnapshot(key: key, data: cached.view.document, metadata: metadata) }
         do {
-            let row = try database.queryFirst("SELECT view, unsent_writes FROM documents WHERE collection = ? AND id = ?",
-                                              [.text(key.collection), .text(key.id)]) { row in (row.text(0), row.integer(1)) }
-            let data = try row?.0.map { text in try Value(json: text) }
-            return DocumentSnapshot(key: key, data: data,
-                                    metadata: SnapshotMetadata(hasPendingWrites: (row?.1 ?? 0) > 0, isFromCache: true))
+            let viewJSON: String?
+            if let unsentDocument = unsent[key] {
+                viewJSON = unsentDocument.viewJSON
+            } else {
+                viewJSON = try database.queryFirst("SELECT view FROM documents WHERE collection = ? AND id = ?",
+                                                   [.text(key.collection), .text(key.id)]) { $0.text(0) } ?? nil
+            }
+            return DocumentSnapshot(key: key, data: try viewJSON.map { try Value(json: $0) }, metadata: metadata)
         } catch let error as SQLiteError {
             throw StoreError(error)
         } catch let error as ValueError {
@@ -172,7 +186,23 @@ public actor LocalStore {
 
     /// The documents that match a query, evaluated in SQLite.
     public func documents(matching query: DocumentQuery) throws -> [DocumentSnapshot] {
-        var sql = "SELECT id, view, unsent_writes FROM documents WHERE collection = ?1 AND view IS NOT NULL"
+        // A document's view is the one after its newest unsent change, else its confirmed view.
+        // (Pending sequences are offset past every in-flight position: pending comes later.)
+        var sql = """
+            WITH unsent AS (
+                SELECT id, view, max(ordering) FROM (
+                    SELECT id, view, position AS ordering FROM inflight WHERE collection = ?1
+                    UNION ALL
+                    SELECT id, view, sequence + 4611686018427387904 FROM pending WHERE collection = ?1)
+                GROUP BY id
+            ),
+            everything AS (
+                SELECT id, view, 1 AS unsent FROM unsent
+                UNION ALL
+                SELECT id, view, 0 FROM documents WHERE collection = ?1 AND id NOT IN (SELECT id FROM unsent)
+            )
+            SELECT id, view, unsent FROM everything WHERE view IS NOT NULL
+            """
         var bindings: [SQLiteValue] = [.text(query.collection)]
         for filter in query.filters {
             let path = try Self.jsonPath(filter.path)
@@ -237,12 +267,13 @@ public actor LocalStore {
     struct CachedDocument {
         var confirmed: DocumentState
         var view: DocumentState
-        var unsentWrites: Int
+    }
 
-        func snapshot(_ key: DocumentKey, isRollback: Bool = false) -> DocumentSnapshot {
-            DocumentSnapshot(key: key, data: view.document,
-                             metadata: SnapshotMetadata(hasPendingWrites: unsentWrites > 0, isFromCache: true, isRollback: isRollback))
-        }
+    /// A document with unsent changes: its view after the newest (canonical JSON; `nil` when it
+    /// does not exist) and the app writes they hold.
+    struct UnsentDocument {
+        var viewJSON: String?
+        var writes: Int
     }
 
     /// A pending change: one document's coalesced consecutive writes.
@@ -256,28 +287,63 @@ public actor LocalStore {
     /// The document's confirmed state and view, from memory or rebuilt from the file.
     func loaded(_ key: DocumentKey) throws -> CachedDocument {
         if let cached = cache[key] { return cached }
-        let bindings: [SQLiteValue] = [.text(key.collection), .text(key.id)]
-        let row = try database.queryFirst("SELECT confirmed, unsent_writes FROM documents WHERE collection = ? AND id = ?", bindings) { row in
-            (row.blob(0), row.integer(1))
+        let stored: DocumentState?? = try database.queryFirst("SELECT confirmed FROM documents WHERE collection = ? AND id = ?",
+                                                              [.text(key.collection), .text(key.id)]) { row in
+            try row.blob(0).map(Self.decodeState)
         }
-        let confirmed = try row?.0.map(Self.decodeState) ?? DocumentState()
+        let confirmed = (stored ?? nil) ?? DocumentState()
         var view = confirmed
-        for delta in try unsentChanges(of: key) { view.applyLocally(delta, at: Self.localVersion) }
-        let document = CachedDocument(confirmed: confirmed, view: view, unsentWrites: Int(row?.1 ?? 0))
+        if unsent[key] != nil {
+            for change in try unsentChanges(of: key) { view.applyLocally(change.delta, at: Self.localVersion) }
+        }
+        let document = CachedDocument(confirmed: confirmed, view: view)
         remember(document, for: key)
         return document
     }
 
-    /// The document's in-flight and pending changes, oldest first.
-    func unsentChanges(of key: DocumentKey) throws -> [DocumentDelta] {
+    /// Loads the documents not in memory with one query per collection (a pulled page holds
+    /// hundreds; one lookup each would cost more than the rest of the page).
+    func preload(_ keys: [DocumentKey]) throws {
+        let missing = Dictionary(grouping: keys.filter { cache[$0] == nil }, by: \.collection)
+        for (collection, keys) in missing {
+            let ids = Value.array(keys.map { .string($0.id) }).canonicalJSON
+            let rows = try database.query("""
+                SELECT id, confirmed FROM documents WHERE collection = ?1 AND id IN (SELECT value FROM json_each(?2))
+                """, [.text(collection), .text(ids)]) { row in (row.text(0) ?? "", try row.blob(1).map(Self.decodeState)) }
+            var found: [String: DocumentState] = [:]
+            for (id, state) in rows { found[id] = state ?? DocumentState() }
+            for key in keys {
+                let confirmed = found[key.id] ?? DocumentState()
+                var view = confirmed
+                if unsent[key] != nil {
+                    for change in try unsentChanges(of: key) { view.applyLocally(change.delta, at: Self.localVersion) }
+                }
+                remember(CachedDocument(confirmed: confirmed, view: view), for: key)
+            }
+        }
+    }
+
+    /// An unsent change as stored: in flight (`sequence` is its position) or pending.
+    struct StoredChange {
+        var isInflight: Bool
+        var sequence: Int64
+        var delta: DocumentDelta
+    }
+
+    /// The document's in-flight and pending changes, oldest first. Pending changes have no index
+    /// (every write would pay for it): this scans them, and runs only for documents with unsent
+    /// changes that are not in memory.
+    func unsentChanges(of key: DocumentKey) throws -> [StoredChange] {
         let bindings: [SQLiteValue] = [.text(key.collection), .text(key.id)]
-        let inflight = try database.query("SELECT delta FROM inflight WHERE collection = ? AND id = ? ORDER BY position", bindings) { row in
-            row.blob(0)
+        let inflight = try database.query("SELECT position, delta FROM inflight WHERE collection = ? AND id = ? ORDER BY position",
+                                          bindings) { row in
+            StoredChange(isInflight: true, sequence: row.integer(0), delta: try Self.decodeDelta(row.blob(1)))
         }
-        let pending = try database.query("SELECT delta FROM pending WHERE collection = ? AND id = ? ORDER BY sequence", bindings) { row in
-            row.blob(0)
+        let pending = try database.query("SELECT sequence, delta FROM pending WHERE collection = ? AND id = ? ORDER BY sequence",
+                                         bindings) { row in
+            StoredChange(isInflight: false, sequence: row.integer(0), delta: try Self.decodeDelta(row.blob(1)))
         }
-        return try (inflight + pending).map(Self.decodeDelta)
+        return inflight + pending
     }
 
     func remember(_ document: CachedDocument, for key: DocumentKey) {
@@ -289,13 +355,13 @@ public actor LocalStore {
 
     static func encode(_ delta: DocumentDelta) -> [UInt8] {
         var bytes: [UInt8] = []
-        delta.encoded.writeCanonicalJSON(to: &bytes)
+        delta.writeEncoded(to: &bytes)
         return bytes
     }
 
     static func encode(_ state: DocumentState) -> [UInt8] {
         var bytes: [UInt8] = []
-        state.encoded.writeCanonicalJSON(to: &bytes)
+        state.writeEncoded(to: &bytes)
         return bytes
     }
 

@@ -16,7 +16,6 @@ enum Schema {
             id TEXT NOT NULL,
             confirmed BLOB,
             view TEXT,
-            unsent_writes INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (collection, id)
         ) WITHOUT ROWID;
         CREATE TABLE pending (
@@ -24,14 +23,16 @@ enum Schema {
             collection TEXT NOT NULL,
             id TEXT NOT NULL,
             delta BLOB NOT NULL,
-            writes INTEGER NOT NULL
+            writes INTEGER NOT NULL,
+            view TEXT
         );
         CREATE TABLE inflight (
             position INTEGER PRIMARY KEY,
             collection TEXT NOT NULL,
             id TEXT NOT NULL,
             delta BLOB NOT NULL,
-            writes INTEGER NOT NULL
+            writes INTEGER NOT NULL,
+            view TEXT
         );
         CREATE TABLE batch (sequence INTEGER PRIMARY KEY, body BLOB NOT NULL);
         """,

@@ -329,3 +329,24 @@ import Testing
         })
     }
 }
+
+@Suite struct EncodingPropertyTests {
+    @Test func theDirectWritersWriteTheCanonicalEncodingAndItReadsBack() {
+        let failure = Property.check("direct writers", generate: PropertyTests.oneEdit) { input in
+            var stateBytes: [UInt8] = []
+            input.history.final.writeEncoded(to: &stateBytes)
+            if String(decoding: stateBytes, as: UTF8.self) != input.history.final.encoded.canonicalJSON { return "state bytes differ" }
+            var deltaBytes: [UInt8] = []
+            input.delta.writeEncoded(to: &deltaBytes)
+            if String(decoding: deltaBytes, as: UTF8.self) != input.delta.encoded.canonicalJSON { return "delta bytes differ" }
+            guard let state = try? DocumentState(encoded: Value(json: stateBytes)), state == input.history.final else {
+                return "the state does not read back"
+            }
+            guard let delta = try? DocumentDelta(encoded: Value(json: deltaBytes)), delta == input.delta else {
+                return "the delta does not read back"
+            }
+            return nil
+        }
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+}

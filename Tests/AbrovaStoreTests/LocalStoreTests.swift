@@ -393,7 +393,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             _ = try LocalStore(path: file, schemaVersion: 1)
             let database = try Database(path: file)
             try database.run("INSERT INTO meta (key, value) VALUES ('client_id', 'old-client')")
-            try database.run("INSERT INTO documents (collection, id, view, unsent_writes) VALUES ('c', 'd', '{\"n\":1}', 0)")
+            try database.run("INSERT INTO documents (collection, id, view) VALUES ('c', 'd', '{\"n\":1}')")
         }
         do {
             let store = try LocalStore(path: file)
