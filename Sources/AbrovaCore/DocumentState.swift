@@ -112,11 +112,14 @@ public struct DocumentState: Hashable, Sendable {
         for (path, field) in fields { store(field, at: path) }
     }
 
+    /// Whether no stored path has a prefix other than the root: every field is top-level.
+    var isFlat: Bool { interiorPaths.count <= 1 }
+
     /// The document as apps see it: nested maps of the live fields, or `nil` when it does not exist.
     public var document: Value? {
         guard existence.exists else { return nil }
-        if interiorPaths.count <= 1 {
-            // Nothing nests (the root is the only interior path): every live field is top-level.
+        if isFlat {
+            // Nothing nests: every live field is top-level.
             var entries: [String: Value] = [:]
             entries.reserveCapacity(fields.count)
             for (path, field) in fields where field.isLive { entries[path.dotted] = field.value }

@@ -338,3 +338,118 @@ extension DocumentDelta {
         bytes.append(UInt8(ascii: "}"))
     }
 }
+
+// The stored form of a confirmed state beside its view: the view already holds every live value,
+// so the state keeps only what the view cannot say (versions, tombstones, set elements' adds). A
+// state the view cannot carry (a deleted document, which keeps its fields but has no view; or a
+// malformed one) is stored whole, in the compact form.
+
+extension DocumentState {
+    /// Whether `document` holds every live register's value at its own path: no register holds a
+    /// non-empty map, and no live field lies under another.
+    var isCarriedByView: Bool {
+        guard existence.exists else { return false }
+        for (path, field) in fields where field.isLive {
+            if case .register(let register) = field, case .map(let entries)? = register.value, !entries.isEmpty { return false }
+            if isFlat { continue }  // no field can lie under another
+            var prefix = path
+            while let parent = prefix.parent, !parent.isRoot {
+                if fields[parent]?.isLive == true { return false }
+                prefix = parent
+            }
+        }
+        return true
+    }
+
+    /// Appends what the view does not carry: `{"e": [1, version], "r": {path: version},
+    /// "s": {path: {"s": [[element, addedAt], ...], "v": version}}, "t": {path: version}}` (live
+    /// registers, sets, removed fields), or the whole compact form when the view cannot carry it.
+    public func writeVersions(to bytes: inout [UInt8]) {
+        guard isCarriedByView else {
+            writeEncoded(to: &bytes)
+            return
+        }
+        // Keys in UTF-8 order: e, r, s, t; each map's paths sorted. One sorted pass sorts the fields
+        // into the three maps.
+        var registers: [(FieldPath, Version)] = []
+        var sets: [(FieldPath, ObservedRemoveSet)] = []
+        var tombstones: [(FieldPath, Version)] = []
+        for (path, field) in fields.sorted(by: { $0.key < $1.key }) {
+            switch field {
+            case .register(let register) where register.value != nil: registers.append((path, register.version))
+            case .register(let register): tombstones.append((path, register.version))
+            case .set(let set): sets.append((path, set))
+            }
+        }
+        func writeVersionMap(_ entries: [(FieldPath, Version)]) {
+            bytes.append(UInt8(ascii: "{"))
+            for (index, (path, version)) in entries.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Value.writeJSONString(path.dotted, to: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(contentsOf: #"{"e":[1,"#.utf8)
+        Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
+        bytes.append(contentsOf: #"],"r":"#.utf8)
+        writeVersionMap(registers)
+        bytes.append(contentsOf: #","s":{"#.utf8)
+        for (index, (path, set)) in sets.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            Value.writeJSONString(path.dotted, to: &bytes)
+            bytes.append(contentsOf: #":{"s":["#.utf8)
+            for (position, element) in set.sortedElements.enumerated() {
+                if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                bytes.append(UInt8(ascii: "["))
+                element.writeCanonicalJSON(to: &bytes)
+                bytes.append(UInt8(ascii: ","))
+                Value.writeDecimal(Int64(bitPattern: (set.elements[element] ?? .zero).rawValue), to: &bytes)
+                bytes.append(UInt8(ascii: "]"))
+            }
+            bytes.append(contentsOf: #"],"v":"#.utf8)
+            Value.writeDecimal(Int64(bitPattern: set.version.rawValue), to: &bytes)
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(contentsOf: #"},"t":"#.utf8)
+        writeVersionMap(tombstones)
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Reads a state stored with `writeVersions(to:)` beside `view`, the document it shows.
+    ///
+    /// - Throws: `ValueError` (`malformedJSON`, naming the field) when the two do not fit.
+    public init(versions: Value, view: Value?) throws(ValueError) {
+        guard case .map(let parts) = versions, parts["f"] == nil else {
+            try self.init(encoded: versions)  // stored whole
+            return
+        }
+        guard let view, case .array(let existenceParts)? = parts["e"], existenceParts.count == 2 else {
+            throw ValueError(.malformedJSON, field: "", detail: "stored versions without their view")
+        }
+        var fields: [FieldPath: Field] = [:]
+        for (dotted, version) in parts["r"]?.mapValue ?? [:] {
+            let path = try FieldPath(dotted)
+            guard let value = view[path] else {
+                throw ValueError(.malformedJSON, field: dotted, detail: "the view lacks a stored field")
+            }
+            fields[path] = .register(Register(value: value, version: try Version(encoded: version, field: dotted)))
+        }
+        for (dotted, version) in parts["t"]?.mapValue ?? [:] {
+            fields[try FieldPath(dotted)] = .register(Register(value: nil, version: try Version(encoded: version, field: dotted)))
+        }
+        for (dotted, set) in parts["s"]?.mapValue ?? [:] {
+            var elements: [Value: Version] = [:]
+            for pair in set.mapValue?["s"]?.arrayValue ?? [] {
+                guard case .array(let items) = pair, items.count == 2 else {
+                    throw ValueError(.malformedJSON, field: dotted, detail: "not a set element")
+                }
+                elements[items[0]] = try Version(encoded: items[1], field: dotted)
+            }
+            fields[try FieldPath(dotted)] = .set(ObservedRemoveSet(elements: elements,
+                                                                   version: try Version(encoded: set.mapValue?["v"] ?? .null, field: dotted)))
+        }
+        self.init(existence: Existence(exists: true, version: try Version(encoded: existenceParts[1], field: "e")), fields: fields)
+    }
+}

@@ -17,7 +17,7 @@ extension LocalStore {
             var changes: [(change: BatchChange, view: String?)] = []
             var cancelled: [DocumentKey: Int] = [:]
             for (key, delta, writes, view) in pending {
-                let pruned = delta.droppingUnobservedRemoves(confirmed: try loaded(key).confirmed)
+                let pruned = delta.setChanges.isEmpty ? delta : delta.droppingUnobservedRemoves(confirmed: try confirmedState(of: key))
                 if pruned.isEmpty {
                     cancelled[key, default: 0] += writes
                 } else {
@@ -131,7 +131,7 @@ extension LocalStore {
                     try database.run("""
                         INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
                         ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
-                        """, [.text(key.collection), .text(key.id), .blob(Self.encode(state)), SQLiteValue(state.document?.canonicalJSON)])
+                        """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)), SQLiteValue(state.document?.canonicalJSON)])
                 }
                 for (sequenceNumber, delta, view) in rewritten {
                     try database.run("UPDATE pending SET delta = ?, view = ? WHERE sequence = ?",
@@ -178,7 +178,7 @@ extension LocalStore {
                     try database.run("""
                         INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
                         ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
-                        """, [.text(key.collection), .text(key.id), .blob(Self.encode(document.confirmed)),
+                        """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: document.confirmed)),
                               SQLiteValue(document.confirmed.document?.canonicalJSON)])
                 }
                 for (change, view) in rewrittenViews {

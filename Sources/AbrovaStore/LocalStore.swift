@@ -287,11 +287,7 @@ public actor LocalStore {
     /// The document's confirmed state and view, from memory or rebuilt from the file.
     func loaded(_ key: DocumentKey) throws -> CachedDocument {
         if let cached = cache[key] { return cached }
-        let stored: DocumentState?? = try database.queryFirst("SELECT confirmed FROM documents WHERE collection = ? AND id = ?",
-                                                              [.text(key.collection), .text(key.id)]) { row in
-            try row.blob(0).map(Self.decodeState)
-        }
-        let confirmed = (stored ?? nil) ?? DocumentState()
+        let confirmed = try confirmedState(of: key)
         var view = confirmed
         if unsent[key] != nil {
             for change in try unsentChanges(of: key) { view.applyLocally(change.delta, at: Self.localVersion) }
@@ -301,15 +297,26 @@ public actor LocalStore {
         return document
     }
 
+    /// The document's confirmed state alone (no view to rebuild), from memory or the file.
+    func confirmedState(of key: DocumentKey) throws -> DocumentState {
+        if let cached = cache[key] { return cached.confirmed }
+        let stored: DocumentState?? = try database.queryFirst("SELECT confirmed, view FROM documents WHERE collection = ? AND id = ?",
+                                                              [.text(key.collection), .text(key.id)]) { row in
+            try row.blob(0).map { try Self.decodeState($0, view: row.text(1)) }
+        }
+        return (stored ?? nil) ?? DocumentState()
+    }
+
     /// Loads the documents not in memory with one query per collection (a pulled page holds
     /// hundreds; one lookup each would cost more than the rest of the page).
     func preload(_ keys: [DocumentKey]) throws {
         let missing = Dictionary(grouping: keys.filter { cache[$0] == nil }, by: \.collection)
         for (collection, keys) in missing {
-            let ids = Value.array(keys.map { .string($0.id) }).canonicalJSON
-            let rows = try database.query("""
-                SELECT id, confirmed FROM documents WHERE collection = ?1 AND id IN (SELECT value FROM json_each(?2))
-                """, [.text(collection), .text(ids)]) { row in (row.text(0) ?? "", try row.blob(1).map(Self.decodeState)) }
+            let placeholders = repeatElement("?", count: keys.count).joined(separator: ",")
+            let rows = try database.query("SELECT id, confirmed, view FROM documents WHERE collection = ? AND id IN (\(placeholders))",
+                                          [.text(collection)] + keys.map { .text($0.id) }) { row in
+                (row.text(0) ?? "", try row.blob(1).map { try Self.decodeState($0, view: row.text(2)) })
+            }
             var found: [String: DocumentState] = [:]
             for (id, state) in rows { found[id] = state ?? DocumentState() }
             for key in keys {
@@ -359,12 +366,6 @@ public actor LocalStore {
         return bytes
     }
 
-    static func encode(_ state: DocumentState) -> [UInt8] {
-        var bytes: [UInt8] = []
-        state.writeEncoded(to: &bytes)
-        return bytes
-    }
-
     static func decodeDelta(_ bytes: [UInt8]?) throws -> DocumentDelta {
         do {
             return try DocumentDelta(encoded: try Value(json: bytes ?? []))
@@ -373,9 +374,16 @@ public actor LocalStore {
         }
     }
 
-    static func decodeState(_ bytes: [UInt8]) throws -> DocumentState {
+    /// A confirmed state as stored beside its view: the view holds its values.
+    static func storedForm(of state: DocumentState) -> [UInt8] {
+        var bytes: [UInt8] = []
+        state.writeVersions(to: &bytes)
+        return bytes
+    }
+
+    static func decodeState(_ bytes: [UInt8], view: String?) throws -> DocumentState {
         do {
-            return try DocumentState(encoded: try Value(json: bytes))
+            return try DocumentState(versions: try Value(json: bytes), view: try view.map { try Value(json: $0) })
         } catch {
             throw StoreError(.corrupt, "a stored document cannot be read: \(error)")
         }

@@ -350,3 +350,22 @@ import Testing
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }
 }
+
+@Suite struct StoredFormPropertyTests {
+    @Test func aStateStoredBesideItsViewReadsBackWhole() {
+        let failure = Property.check("versions beside the view", generate: PropertyTests.oneEdit) { input in
+            for state in input.history.states {
+                var bytes: [UInt8] = []
+                state.writeVersions(to: &bytes)
+                let viewText = state.document?.canonicalJSON
+                guard let versions = try? Value(json: bytes),
+                      let read = try? DocumentState(versions: versions, view: viewText.flatMap { try? Value(json: $0) }) else {
+                    return "does not read back: \(String(decoding: bytes, as: UTF8.self))"
+                }
+                if read != state { return "read back differently: \(read.shownContent) vs \(state.shownContent)" }
+            }
+            return nil
+        }
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+}

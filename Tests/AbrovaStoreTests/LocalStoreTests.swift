@@ -235,6 +235,34 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(snapshot.data == ["title": "b", "qty": 7] && snapshot.metadata.hasPendingWrites)
         #expect(try await store.pullCursor() == page.cursor)
     }
+
+    @Test func confirmedStatesReadBackFromTheFile() async throws {
+        let file = folder.path("store.sqlite")
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["title": "a", "address": ["city": "Oslo"]], base: .zero), to: cart)
+        try server.write(try DocumentDelta.update(remove: [path("title")], setAdd: [path("items"): ["milk"]], base: server.version), to: cart)
+        let gone = DocumentKey(collection: "carts", id: "gone")
+        try server.write(try DocumentDelta.create(["n": 1], base: .zero), to: gone)
+        try server.write(DocumentDelta.delete(base: server.version), to: gone)
+        let page = server.pull(after: nil)
+        do {
+            let store = try LocalStore(path: file)
+            try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        }
+        // A new store instance has nothing in memory: the states come back from their stored forms.
+        do {
+            let store = try LocalStore(path: file)
+            try await store.updateData(for: cart, set: [path("address.zip"): 150])
+            let frozen = try #require(try await store.freezeBatch())
+            #expect(frozen.batch.changes[0].delta.assignments[path("address.zip")]?.base == server.documents[cart]?.version)
+            let answer = server.push(frozen.batch, strategy: .serverWins)
+            _ = try await store.settle(batch: frozen.batch.sequence, results: answer)
+            #expect(try await store.document(cart).data == ["address": ["city": "Oslo", "zip": 150], "items": ["milk"]])
+            #expect(try await store.document(gone).exists == false)
+        }
+        let reopened = try LocalStore(path: file)
+        #expect(try await reopened.document(cart).data == server.documents[cart]?.document)
+    }
 }
 
 @Suite struct ListenerTests {
