@@ -37,6 +37,16 @@ struct StoreBenchmarks {
         ]
     }
 
+    /// Page `page` of 500 documents as a server would send them (document i at version i + 1).
+    private func pulledPage(_ page: Int) throws -> [(key: DocumentKey, state: DocumentState)] {
+        try (0..<500).map { offset in
+            let index = page * 500 + offset
+            var state = DocumentState()
+            state.applyLocally(try DocumentDelta.create(document(index), base: .zero), at: Version(UInt64(index + 1)))
+            return (DocumentKey(collection: "items", id: "i\(index)"), state)
+        }
+    }
+
     /// Local writes (one field of a 10-field document, each its own transaction) against plain
     /// upserts of the same JSON rows, each its own transaction. Goal: at least 0.8×.
     private func measureLocalWrites(into report: inout BenchmarkReport) async throws {
@@ -90,16 +100,7 @@ struct StoreBenchmarks {
     /// files each round (rounds alternate, medians compared). Goal: at least 0.5×.
     private func measurePulledPages(into report: inout BenchmarkReport) async throws {
         let pages = options.isQuick ? 4 : 20
-        var version: UInt64 = 0
-        let pagesOfStates: [[(key: DocumentKey, state: DocumentState)]] = try (0..<pages).map { page in
-            try (0..<500).map { offset in
-                let index = page * 500 + offset
-                version += 1
-                var state = DocumentState()
-                state.applyLocally(try DocumentDelta.create(document(index), base: .zero), at: Version(version))
-                return (DocumentKey(collection: "items", id: "i\(index)"), state)
-            }
-        }
+        let pagesOfStates = try (0..<pages).map { try pulledPage($0) }
         let fieldChanges = Double(pages * 500 * 10)
         var oursRates: [Double] = []
         var baselineRates: [Double] = []
@@ -144,15 +145,8 @@ struct StoreBenchmarks {
         let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
         let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
         try plain.execute("CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
-        var version: UInt64 = 0
         for page in 0..<(count / 500) {
-            let states: [(key: DocumentKey, state: DocumentState)] = try (0..<500).map { offset in
-                let index = page * 500 + offset
-                version += 1
-                var state = DocumentState()
-                state.applyLocally(try DocumentDelta.create(document(index), base: .zero), at: Version(version))
-                return (DocumentKey(collection: "items", id: "i\(index)"), state)
-            }
+            let states = try pulledPage(page)
             try await store.applyPulledPage(states, cursor: String(page))
             try plain.write { database in
                 for (key, state) in states {

@@ -167,6 +167,22 @@ extension EncodedAsValue {
 }
 
 extension ObservedRemoveSet {
+    /// Appends the compact form of a set field: `{"s": [[element, addedAt], ...], "v": version}`.
+    func writeEncoded(to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: #"{"s":["#.utf8)
+        for (position, element) in sortedElements.enumerated() {
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(UInt8(ascii: "["))
+            element.writeCanonicalJSON(to: &bytes)
+            bytes.append(UInt8(ascii: ","))
+            Value.writeDecimal(Int64(bitPattern: (elements[element] ?? .zero).rawValue), to: &bytes)
+            bytes.append(UInt8(ascii: "]"))
+        }
+        bytes.append(contentsOf: #"],"v":"#.utf8)
+        Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+    }
+
     static func canonicallySorted(_ elements: Set<Value>) -> [Value] {
         elements.map { ($0.canonicalJSON, $0) }.sorted { Value.utf8Order($0.0, $1.0) }.map(\.1)
     }
@@ -245,18 +261,7 @@ extension DocumentState {
                 register.version.encoded.writeCanonicalJSON(to: &bytes)
                 bytes.append(UInt8(ascii: "]"))
             case .set(let set)?:
-                bytes.append(contentsOf: #"{"s":["#.utf8)
-                for (position, element) in set.sortedElements.enumerated() {
-                    if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                    bytes.append(UInt8(ascii: "["))
-                    element.writeCanonicalJSON(to: &bytes)
-                    bytes.append(UInt8(ascii: ","))
-                    (set.elements[element] ?? .zero).encoded.writeCanonicalJSON(to: &bytes)
-                    bytes.append(UInt8(ascii: "]"))
-                }
-                bytes.append(contentsOf: #"],"v":"#.utf8)
-                set.version.encoded.writeCanonicalJSON(to: &bytes)
-                bytes.append(UInt8(ascii: "}"))
+                set.writeEncoded(to: &bytes)
             case nil:
                 bytes.append(contentsOf: "null".utf8)
             }
@@ -399,18 +404,8 @@ extension DocumentState {
         for (index, (path, set)) in sets.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             Value.writeJSONString(path.dotted, to: &bytes)
-            bytes.append(contentsOf: #":{"s":["#.utf8)
-            for (position, element) in set.sortedElements.enumerated() {
-                if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(UInt8(ascii: "["))
-                element.writeCanonicalJSON(to: &bytes)
-                bytes.append(UInt8(ascii: ","))
-                Value.writeDecimal(Int64(bitPattern: (set.elements[element] ?? .zero).rawValue), to: &bytes)
-                bytes.append(UInt8(ascii: "]"))
-            }
-            bytes.append(contentsOf: #"],"v":"#.utf8)
-            Value.writeDecimal(Int64(bitPattern: set.version.rawValue), to: &bytes)
-            bytes.append(UInt8(ascii: "}"))
+            bytes.append(UInt8(ascii: ":"))
+            set.writeEncoded(to: &bytes)
         }
         bytes.append(contentsOf: #"},"t":"#.utf8)
         writeVersionMap(tombstones)
