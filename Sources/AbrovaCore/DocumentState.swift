@@ -338,7 +338,7 @@ public struct DocumentState: Hashable, Sendable {
     private static func precedes(_ left: Field, _ right: Field) -> Bool {
         if left.version != right.version { return left.version < right.version }
         if left == right { return false }
-        return Value.utf8Order(left.canonicalKey, right.canonicalKey)
+        return Value.canonicalOrder(left.canonicalKey, right.canonicalKey)
     }
 
     /// The changes made after `version`: a delta-state that, joined into a replica holding this
@@ -375,7 +375,7 @@ extension Field {
         case .register(let register):
             return "r" + register.version.description + ":" + (register.value?.canonicalJSON ?? "-")
         case .set(let set):
-            let elements = set.elements.map { $0.key.canonicalJSON + "@" + $0.value.description }.sorted(by: Value.utf8Order)
+            let elements = set.elements.map { $0.key.canonicalJSON + "@" + $0.value.description }.sorted(by: Value.canonicalOrder)
             return "s" + set.version.description + ":" + elements.joined(separator: ",")
         }
     }

@@ -184,7 +184,7 @@ extension ObservedRemoveSet {
     }
 
     static func canonicallySorted(_ elements: Set<Value>) -> [Value] {
-        elements.map { ($0.canonicalJSON, $0) }.sorted { Value.utf8Order($0.0, $1.0) }.map(\.1)
+        elements.map { ($0.canonicalJSON, $0) }.sorted { Value.canonicalOrder($0.0, $1.0) }.map(\.1)
     }
 }
 
@@ -290,7 +290,7 @@ extension DocumentDelta {
             }
             bytes.append(UInt8(ascii: "}"))
         }
-        // Keys in UTF-8 order: assignments, create, delete, fieldRemovals, removals, setChanges.
+        // Keys in canonical order: assignments, create, delete, fieldRemovals, removals, setChanges.
         if !assignments.isEmpty {
             key("assignments")
             bytes.append(UInt8(ascii: "{"))
@@ -374,7 +374,7 @@ extension DocumentState {
             writeEncoded(to: &bytes)
             return
         }
-        // Keys in UTF-8 order: e, r, s, t; each map's paths sorted. One sorted pass sorts the fields
+        // Keys in canonical order: e, r, s, t; each map's paths sorted. One sorted pass sorts the fields
         // into the three maps.
         var registers: [(FieldPath, Version)] = []
         var sets: [(FieldPath, ObservedRemoveSet)] = []

@@ -94,6 +94,6 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
     }
 
     public static func < (left: FieldPath, right: FieldPath) -> Bool {
-        Value.utf8Order(left.dotted, right.dotted)
+        Value.canonicalOrder(left.dotted, right.dotted)
     }
 }

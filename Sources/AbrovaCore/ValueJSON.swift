@@ -1,19 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 // A direct JSON writer and parser for `Value`. Foundation's coders run at about a tenth of the speed
 // of a writer over the enum (see DESIGN), and the hot paths (local writes, batches, pulled pages)
 // encode every document, so they use these.
 
 extension Value {
-    /// The canonical JSON encoding: map keys sorted by their UTF-8 bytes, no whitespace, the
+    /// The canonical JSON encoding: map keys in `canonicalOrder`, no whitespace, the
     /// shortest round-trip form for doubles (always with a `.` or an exponent, so `1.0` stays a
     /// double). Set elements are identified by this encoding.
     public var canonicalJSON: String {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
         writeCanonicalJSON(to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -37,11 +32,11 @@ extension Value {
             bytes.append(UInt8(ascii: "]"))
         case .map(let entries):
             bytes.append(UInt8(ascii: "{"))
-            for (index, key) in entries.keys.sorted(by: Self.utf8Order).enumerated() {
+            for (index, entry) in entries.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                Self.writeJSONString(key, to: &bytes)
+                Self.writeJSONString(entry.key, to: &bytes)
                 bytes.append(UInt8(ascii: ":"))
-                entries[key]!.writeCanonicalJSON(to: &bytes)
+                entry.value.writeCanonicalJSON(to: &bytes)
             }
             bytes.append(UInt8(ascii: "}"))
         }
@@ -102,21 +97,12 @@ extension Value {
         return count
     }
 
-    /// Byte order of UTF-8, the order of keys in the canonical encoding.
-    public static func utf8Order(_ left: String, _ right: String) -> Bool {
-        var left = left
-        var right = right
-        // Contiguous UTF-8 (native strings are) compares with memcmp.
-        return left.withUTF8 { leftBytes in
-            right.withUTF8 { rightBytes in
-                let common = min(leftBytes.count, rightBytes.count)
-                if common > 0, let leftBase = leftBytes.baseAddress, let rightBase = rightBytes.baseAddress {
-                    let order = memcmp(leftBase, rightBase, common)
-                    if order != 0 { return order < 0 }
-                }
-                return leftBytes.count < rightBytes.count
-            }
-        }
+    /// The order of keys (and of set elements by their encoding) in the canonical form: Unicode
+    /// code points of the NFC forms, as Swift compares strings. For NFC text this is the order of
+    /// the UTF-8 bytes; canonically equivalent strings are one key, as in a Swift `Dictionary`.
+    @inlinable
+    public static func canonicalOrder(_ left: String, _ right: String) -> Bool {
+        left < right
     }
 
     static func writeJSONString(_ string: String, to bytes: inout [UInt8]) {

@@ -53,8 +53,11 @@ extension LocalStore {
     public var listenerCount: Int { listeners.all.count }
 
     /// Tells the listeners of what a committed transaction changed.
-    func notify(changed keys: Set<DocumentKey>, rollbacks: Set<DocumentKey> = [], unsentWritesChanged: Bool = true) {
+    /// (The keys are an autoclosure: with no listener, as when an app writes in bulk, no set is built.)
+    func notify(changed changedKeys: @autoclosure () -> Set<DocumentKey>, rollbacks: Set<DocumentKey> = [],
+                unsentWritesChanged: Bool = true) {
         guard !listeners.all.isEmpty else { return }
+        let keys = changedKeys()
         let collections = Set(keys.map(\.collection))
         for listener in listeners.all.values {
             switch listener {
