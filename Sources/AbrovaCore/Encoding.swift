@@ -448,3 +448,28 @@ extension DocumentState {
         self.init(existence: Existence(exists: true, version: try Version(encoded: existenceParts[1], field: "e")), fields: fields)
     }
 }
+
+extension DocumentState {
+    /// The canonical JSON of `document` (`nil` when it does not exist), written straight from the
+    /// fields when nothing nests, without building the document first.
+    public var documentJSON: String? {
+        guard exists else { return nil }
+        guard isFlat else { return document?.canonicalJSON }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(byteSize + 2 * fields.count + 2)
+        bytes.append(UInt8(ascii: "{"))
+        var first = true
+        for (path, field) in fields.sorted(by: { $0.key < $1.key }) where field.isLive {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            Value.writeJSONString(path.dotted, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            switch field {
+            case .register(let register): register.value?.writeCanonicalJSON(to: &bytes)
+            case .set(let set): Value.array(set.sortedElements).writeCanonicalJSON(to: &bytes)
+            }
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

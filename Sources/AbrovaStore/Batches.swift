@@ -122,7 +122,7 @@ extension LocalStore {
                     if tail?.sequence == sequenceNumber { tail?.delta = delta }
                 }
                 views[key]?.applyLocally(delta, at: Self.localVersion)
-                let view = views[key]?.document?.canonicalJSON
+                let view = views[key]?.documentJSON
                 rewritten.append((sequenceNumber, delta, view))
                 stillUnsent[key] = UnsentDocument(viewJSON: view, writes: (stillUnsent[key]?.writes ?? 0) + writes)
             }
@@ -131,7 +131,7 @@ extension LocalStore {
                     try database.run("""
                         INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
                         ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
-                        """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)), SQLiteValue(state.document?.canonicalJSON)])
+                        """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)), SQLiteValue(state.documentJSON)])
                 }
                 for (sequenceNumber, delta, view) in rewritten {
                     try database.run("UPDATE pending SET delta = ?, view = ? WHERE sequence = ?",
@@ -155,39 +155,49 @@ extension LocalStore {
     public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String) throws {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
-            var rewrittenViews: [(change: StoredChange, view: String?)] = []
             var unsentViews: [DocumentKey: String?] = [:]
-            try preload(documents.map(\.key))
-            for (key, state) in documents {
-                var document = try updated[key] ?? loaded(key)
-                document.confirmed.merge(state)
-                document.view = document.confirmed
-                if unsent[key] != nil {
-                    // The unsent changes' views are rebuilt on the new confirmed state.
-                    for change in try unsentChanges(of: key) {
-                        document.view.applyLocally(change.delta, at: Self.localVersion)
-                        let view = document.view.document?.canonicalJSON
-                        rewrittenViews.append((change, view))
-                        unsentViews[key] = .some(view)
-                    }
-                }
-                updated[key] = document
-            }
             try database.write { database in
-                for (key, document) in updated {
-                    try database.run("""
-                        INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
-                        ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
-                        """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: document.confirmed)),
-                              SQLiteValue(document.confirmed.document?.canonicalJSON)])
-                }
-                for (change, view) in rewrittenViews {
-                    try database.run(change.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
-                                                       : "UPDATE pending SET view = ? WHERE sequence = ?",
-                                     [SQLiteValue(view), .integer(change.sequence)])
+                for (key, state) in documents {
+                    // A document this device has never seen (the bulk of an initial sync) is just
+                    // inserted; the insert tells whether it was there after all.
+                    if updated[key] == nil, cache[key] == nil, unsent[key] == nil {
+                        try database.run("""
+                            INSERT INTO documents (collection, id, confirmed, view) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (collection, id) DO NOTHING
+                            """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)),
+                                  SQLiteValue(state.documentJSON)])
+                        if database.changes == 1 {
+                            updated[key] = CachedDocument(confirmed: state, view: state)
+                            continue
+                        }
+                    }
+                    var document = try updated[key] ?? loaded(key)
+                    document.confirmed.merge(state)
+                    document.view = document.confirmed
+                    if unsent[key] != nil {
+                        // The unsent changes' views are rebuilt on the new confirmed state.
+                        for change in try unsentChanges(of: key) {
+                            document.view.applyLocally(change.delta, at: Self.localVersion)
+                            let view = document.view.documentJSON
+                            try database.run(change.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
+                                                               : "UPDATE pending SET view = ? WHERE sequence = ?",
+                                             [SQLiteValue(view), .integer(change.sequence)])
+                            unsentViews[key] = .some(view)
+                        }
+                    }
+                    try database.run("UPDATE documents SET confirmed = ?, view = ? WHERE collection = ? AND id = ?",
+                                     [.blob(Self.storedForm(of: document.confirmed)), SQLiteValue(document.confirmed.documentJSON),
+                                      .text(key.collection), .text(key.id)])
+                    if database.changes == 0 {
+                        try database.run("INSERT INTO documents (collection, id, confirmed, view) VALUES (?, ?, ?, ?)",
+                                         [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: document.confirmed)),
+                                          SQLiteValue(document.confirmed.documentJSON)])
+                    }
+                    updated[key] = document
                 }
                 try setMeta("cursor", cursor, in: database)
             }
+            // Only now that the page is committed does memory follow it.
             for (key, document) in updated { remember(document, for: key) }
             for (key, view) in unsentViews { unsent[key]?.viewJSON = view }
             notify(changed: Set(updated.keys), unsentWritesChanged: false)

@@ -81,6 +81,6 @@ extension DocumentSnapshot {
     func markingRollback() -> DocumentSnapshot {
         var metadata = metadata
         metadata.isRollback = true
-        return DocumentSnapshot(key: key, data: data, metadata: metadata)
+        return withMetadata(metadata)
     }
 }

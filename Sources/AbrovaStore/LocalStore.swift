@@ -138,8 +138,7 @@ public actor LocalStore {
             throw StoreError(error)
         }
         let view = document.view
-        let data = view.document
-        let viewJSON = data?.canonicalJSON
+        let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
             if var tail, tail.key == key {
                 tail.delta.compose(with: delta)
@@ -158,7 +157,7 @@ public actor LocalStore {
         unsent[key] = UnsentDocument(viewJSON: viewJSON, writes: (unsent[key]?.writes ?? 0) + 1)
         unsentWriteCount += 1
         notify(changed: [key])
-        return DocumentSnapshot(key: key, data: data, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
+        return DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
     }
 
     // MARK: Reads
@@ -167,7 +166,7 @@ public actor LocalStore {
     public func document(_ key: DocumentKey) throws -> DocumentSnapshot {
         let hasPendingWrites = unsent[key] != nil
         let metadata = SnapshotMetadata(hasPendingWrites: hasPendingWrites, isFromCache: true)
-        if let cached = cache[key] { return DocumentSnapshot(key: key, data: cached.view.document, metadata: metadata) }
+        if let cached = cache[key] { return DocumentSnapshot(key: key, state: cached.view, metadata: metadata) }
         do {
             let viewJSON: String?
             if let unsentDocument = unsent[key] {

@@ -20,19 +20,62 @@ public struct SnapshotMetadata: Hashable, Sendable {
 
 /// A document as the app sees it at one moment.
 public struct DocumentSnapshot: Hashable, Sendable {
+    /// Where the data comes from: a value read back, or a state whose document is built when asked
+    /// for (a write returns a snapshot without paying for a document nobody may read).
+    private enum Source: Hashable, Sendable {
+        case value(Value?)
+        case state(DocumentState)
+    }
+
     public let key: DocumentKey
-    /// The document, or `nil` when it does not exist.
-    public let data: Value?
+    private let source: Source
     public let metadata: SnapshotMetadata
 
     public init(key: DocumentKey, data: Value?, metadata: SnapshotMetadata) {
         self.key = key
-        self.data = data
+        source = .value(data)
         self.metadata = metadata
     }
 
+    init(key: DocumentKey, state: DocumentState, metadata: SnapshotMetadata) {
+        self.key = key
+        source = .state(state)
+        self.metadata = metadata
+    }
+
+    /// The document, or `nil` when it does not exist.
+    public var data: Value? {
+        switch source {
+        case .value(let value): value
+        case .state(let state): state.document
+        }
+    }
+
     /// Whether the document exists.
-    public var exists: Bool { data != nil }
+    public var exists: Bool {
+        switch source {
+        case .value(let value): value != nil
+        case .state(let state): state.exists
+        }
+    }
+
+    /// The same snapshot with other metadata.
+    func withMetadata(_ metadata: SnapshotMetadata) -> DocumentSnapshot {
+        switch source {
+        case .value(let value): DocumentSnapshot(key: key, data: value, metadata: metadata)
+        case .state(let state): DocumentSnapshot(key: key, state: state, metadata: metadata)
+        }
+    }
+
+    public static func == (left: DocumentSnapshot, right: DocumentSnapshot) -> Bool {
+        left.key == right.key && left.metadata == right.metadata && left.data == right.data
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(key)
+        hasher.combine(metadata)
+        hasher.combine(data)
+    }
 }
 
 /// A query over one collection: equality filters on fields, an order by a field, a limit. It is

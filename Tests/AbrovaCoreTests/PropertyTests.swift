@@ -363,6 +363,7 @@ import Testing
                     return "does not read back: \(String(decoding: bytes, as: UTF8.self))"
                 }
                 if read != state { return "read back differently: \(read.shownContent) vs \(state.shownContent)" }
+                if state.documentJSON != viewText { return "documentJSON \(state.documentJSON ?? "nil") is not \(viewText ?? "nil")" }
             }
             return nil
         }
