@@ -293,6 +293,21 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await store.listenerCount == 1)
     }
 
+    @Test func listenersHearPulledChanges() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        var documentChanges = await store.changes(of: cart).makeAsyncIterator()
+        var queryChanges = await store.changes(matching: DocumentQuery(collection: "carts")).makeAsyncIterator()
+        #expect(await documentChanges.next()?.exists == false)
+        #expect(await queryChanges.next()?.isEmpty == true)
+        try server.write(try DocumentDelta.create(["owner": "ana"], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        let pulled = await documentChanges.next()
+        #expect(pulled?.data == ["owner": "ana"] && pulled?.metadata.hasPendingWrites == false && pulled?.metadata.isRollback == false)
+        #expect(await queryChanges.next()?.map(\.key) == [cart])
+    }
+
     @Test func queryListenersHearChangesInTheirCollection() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         let query = DocumentQuery(collection: "carts").whereField(path("owner"), isEqualTo: "ana")
