@@ -182,7 +182,9 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(try await store.document(cart).data == ["price": 5, "name": "milk"])
     }
 
-    @Test func underManualAConflictingChangeIsHeldForTheResolver() async throws {
+    /// The device set qty to 5 on the version it pulled; meanwhile the server set it to 3. Returns
+    /// the report of settling the device's batch under `strategy`, and the store.
+    func settleConcurrentQuantities(strategy: ConflictStrategy) async throws -> (SettleReport, LocalStore) {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var server = InMemoryServer()
         try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
@@ -191,7 +193,11 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         try server.write(try DocumentDelta.update(set: [path("qty"): 3], base: server.version), to: cart)
         try await store.updateData(for: cart, set: [path("qty"): 5])
         let frozen = try #require(try await store.freezeBatch())
-        let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .manual))
+        return (try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: strategy)), store)
+    }
+
+    @Test func underManualAConflictingChangeIsHeldForTheResolver() async throws {
+        let (report, store) = try await settleConcurrentQuantities(strategy: .manual)
         let conflict = try #require(report.unresolved[cart]?.first)
         #expect(conflict.path == path("qty") && conflict.serverValue == 3 && conflict.clientValue == 5 && conflict.outcome == .unresolved)
         #expect(try await store.document(cart).data == ["qty": 3])
@@ -199,15 +205,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     }
 
     @Test func aSettledConflictIsReportedAndTheServersOutcomeShown() async throws {
-        let store = try LocalStore(path: folder.path("store.sqlite"))
-        var server = InMemoryServer()
-        try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
-        let page = server.pull(after: nil)
-        try await store.applyPulledPage(page.documents, cursor: page.cursor)
-        try server.write(try DocumentDelta.update(set: [path("qty"): 3], base: server.version), to: cart)
-        try await store.updateData(for: cart, set: [path("qty"): 5])
-        let frozen = try #require(try await store.freezeBatch())
-        let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .serverWins))
+        let (report, store) = try await settleConcurrentQuantities(strategy: .serverWins)
         #expect(report.conflicts[cart]?.map(\.outcome) == [.serverWon])
         #expect(try await store.document(cart).data == ["qty": 3])
     }
