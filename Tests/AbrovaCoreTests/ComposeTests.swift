@@ -81,3 +81,25 @@ import Testing
         #expect((0..<50).map { _ in replay.below(1000) } == values)
     }
 }
+
+@Suite struct RebaseTests {
+    let qty = try! FieldPath("qty")
+    let note = try! FieldPath("note")
+
+    @Test func aPartNobodyElseTouchedTakesTheClientsOwnVersionAndOneTheyTouchedKeepsItsBase() throws {
+        // The server state after this client's own write at 7; someone else changed note at 6.
+        var confirmed = DocumentState()
+        confirmed.applyLocally(try DocumentDelta.create(["qty": 1, "note": "a"], base: .zero), at: Version(3))
+        confirmed.applyLocally(try DocumentDelta.update(set: [note: "b"], base: Version(3)), at: Version(6))
+        confirmed.applyLocally(try DocumentDelta.update(set: [qty: 2], base: Version(3)), at: Version(7))
+        // A change made before the answer came, based on version 3.
+        let pending = try DocumentDelta.update(set: [qty: 5, note: "c"], base: Version(3))
+        let rebased = pending.rebased(onto: confirmed, ownVersion: Version(7))
+        #expect(rebased.assignments[qty]?.base == Version(7))
+        #expect(rebased.assignments[note]?.base == Version(3))
+        // So the client's own write is no conflict, and the other client's still is.
+        let report = try ConflictStrategy.serverWins.apply(rebased, to: confirmed, version: Version(8))
+        #expect(report.conflicts.map(\.path) == [note])
+        #expect(report.state.document == ["qty": 5, "note": "b"])
+    }
+}

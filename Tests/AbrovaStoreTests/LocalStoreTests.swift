@@ -168,6 +168,24 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await store.unsentWriteCount == 0)
     }
 
+    @Test func aRollbackKeepsTheWritesMadeAfterTheRefusedOne() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (403, "no") : nil })
+        try server.write(try DocumentDelta.create(["price": 5, "name": "milk"], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.updateData(for: cart, set: [path("price"): 1])
+        let frozen = try #require(try await store.freezeBatch())
+        try await store.updateData(for: cart, set: [path("name"): "oat milk"])  // pending behind the refused write
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        let snapshot = try await store.document(cart)
+        #expect(snapshot.data == ["price": 5, "name": "oat milk"] && snapshot.metadata.hasPendingWrites)
+        #expect(await store.unsentWriteCount == 1)
+        let next = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: next.batch.sequence, results: server.push(next.batch, strategy: .merge))
+        #expect(server.documents[cart]?.document == ["price": 5, "name": "oat milk"])
+    }
+
     @Test func aRefusedUpdateShowsTheServersDocumentAgain() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (400, "price is read-only") : nil })
