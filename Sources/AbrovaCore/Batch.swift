@@ -1,8 +1,11 @@
 /// Identifies a document: its collection and its id.
 public struct DocumentKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The collection's name.
     public let collection: String
+    /// The document's id within its collection.
     public let id: String
 
+    /// Names a document.
     public init(collection: String, id: String) {
         self.collection = collection
         self.id = id
@@ -17,11 +20,14 @@ public struct DocumentKey: Hashable, Comparable, Sendable, CustomStringConvertib
 
 /// One document's change in a batch.
 public struct BatchChange: Hashable, Sendable {
+    /// The document changed.
     public var key: DocumentKey
+    /// The change.
     public var delta: DocumentDelta
     /// How many app writes the change holds.
     public var writes: Int
 
+    /// A document's change with the number of writes it holds.
     public init(key: DocumentKey, delta: DocumentDelta, writes: Int) {
         self.key = key
         self.delta = delta
@@ -32,10 +38,14 @@ public struct BatchChange: Hashable, Sendable {
 /// A client's batch of changes: the unit of idempotency, identified by (client id, sequence).
 /// Changes keep the order in which the app made them.
 public struct Batch: Hashable, Sendable {
+    /// The client that sent it, an id made once per device store.
     public var clientID: String
+    /// The client's batch number: each batch has the next one, and a retry has the same one.
     public var sequence: Int64
+    /// The changes, in the order the app made them.
     public var changes: [BatchChange]
 
+    /// A batch of changes.
     public init(clientID: String, sequence: Int64, changes: [BatchChange]) {
         self.clientID = clientID
         self.sequence = sequence

@@ -39,6 +39,7 @@ public struct Conflict: Hashable, Sendable {
     /// How it was settled.
     public var outcome: Outcome
 
+    /// A settled conflict.
     public init(path: FieldPath, serverValue: Value?, clientValue: Value?, outcome: Outcome) {
         self.path = path
         self.serverValue = serverValue
@@ -55,6 +56,7 @@ public struct JoinReport: Hashable, Sendable {
     /// The conflicts settled, ordered by path.
     public var conflicts: [Conflict]
 
+    /// A report of what a join applied and settled.
     public init(changes: DocumentState = DocumentState(), conflicts: [Conflict] = []) {
         self.changes = changes
         self.conflicts = conflicts

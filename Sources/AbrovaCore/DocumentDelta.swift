@@ -8,9 +8,12 @@
 public struct DocumentDelta: Hashable, Sendable {
     /// A leaf value to assign.
     public struct Assignment: Hashable, Sendable {
+        /// The value assigned.
         public var value: Value
+        /// The document version the client had seen when it first touched this path.
         public var base: Version
 
+        /// An assignment of `value` based on `base`.
         public init(value: Value, base: Version) {
             self.value = value
             self.base = base
@@ -19,10 +22,14 @@ public struct DocumentDelta: Hashable, Sendable {
 
     /// Set operations on one set field. `adds` and `removes` never share an element.
     public struct SetChange: Hashable, Sendable {
+        /// Elements added.
         public var adds: Set<Value>
+        /// Elements removed (only the adds the client had observed).
         public var removes: Set<Value>
+        /// The document version the client had seen when it first touched this set.
         public var base: Version
 
+        /// Set operations based on `base`; an element in both is only added.
         public init(adds: Set<Value> = [], removes: Set<Value> = [], base: Version) {
             self.adds = adds
             self.removes = removes.subtracting(adds)

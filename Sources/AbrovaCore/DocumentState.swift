@@ -5,6 +5,7 @@ public struct Register: Hashable, Sendable {
     /// The version of the write.
     public var version: Version
 
+    /// A register holding `value` (or removed, for `nil`) since `version`.
     public init(value: Value?, version: Version) {
         self.value = value
         self.version = version
@@ -22,6 +23,7 @@ public struct ObservedRemoveSet: Hashable, Sendable {
     /// The version of the last change to the set (an add or a remove).
     public var version: Version
 
+    /// A set with these elements (each with its latest add), last changed at `version`.
     public init(elements: [Value: Version] = [:], version: Version) {
         self.elements = elements
         self.version = version
@@ -65,9 +67,12 @@ public enum Field: Hashable, Sendable {
 
 /// Whether a document exists, and since which version.
 public struct Existence: Hashable, Sendable {
+    /// Whether the document exists.
     public var exists: Bool
+    /// The version of the last create or delete.
     public var version: Version
 
+    /// An existence register.
     public init(exists: Bool, version: Version) {
         self.exists = exists
         self.version = version

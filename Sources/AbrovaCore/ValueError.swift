@@ -29,6 +29,7 @@ public struct ValueError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A sentence for people.
     public let detail: String
 
+    /// An error of kind `code` about `field` (`""` for the whole document).
     public init(_ code: Code, field: String, detail: String) {
         self.code = code
         self.field = field

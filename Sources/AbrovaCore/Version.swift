@@ -3,8 +3,10 @@
 /// The server keeps one counter per database and gives every change it applies the next version,
 /// so versions order changes without trusting any device's clock. `Version.zero` means "never".
 public struct Version: RawRepresentable, Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// The version's number.
     public let rawValue: UInt64
 
+    /// Makes a version from its number.
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 
     /// Makes a version from its number.

@@ -2,23 +2,37 @@ import CSQLite
 
 /// An SQLite result code, extended codes included (`SQLITE_BUSY_SNAPSHOT`, ...).
 public struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// SQLite's number for the code.
     public let rawValue: Int32
 
+    /// A code from SQLite's number.
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
     /// The primary code (the low byte of an extended code).
     public var primary: SQLiteResultCode { SQLiteResultCode(rawValue: rawValue & 0xFF) }
 
+    // SQLite's primary result codes, by their names in sqlite3.h.
+    /// `SQLITE_ERROR`.
     public static let error = SQLiteResultCode(rawValue: SQLITE_ERROR)
+    /// `SQLITE_BUSY`.
     public static let busy = SQLiteResultCode(rawValue: SQLITE_BUSY)
+    /// `SQLITE_LOCKED`.
     public static let locked = SQLiteResultCode(rawValue: SQLITE_LOCKED)
+    /// `SQLITE_READONLY`.
     public static let readOnly = SQLiteResultCode(rawValue: SQLITE_READONLY)
+    /// `SQLITE_IOERR`.
     public static let ioError = SQLiteResultCode(rawValue: SQLITE_IOERR)
+    /// `SQLITE_CORRUPT`.
     public static let corrupt = SQLiteResultCode(rawValue: SQLITE_CORRUPT)
+    /// `SQLITE_FULL`.
     public static let full = SQLiteResultCode(rawValue: SQLITE_FULL)
+    /// `SQLITE_CANTOPEN`.
     public static let cannotOpen = SQLiteResultCode(rawValue: SQLITE_CANTOPEN)
+    /// `SQLITE_CONSTRAINT`.
     public static let constraint = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT)
+    /// `SQLITE_MISMATCH`.
     public static let mismatch = SQLiteResultCode(rawValue: SQLITE_MISMATCH)
+    /// `SQLITE_NOTADB`.
     public static let notADatabase = SQLiteResultCode(rawValue: SQLITE_NOTADB)
 
     public var description: String {
@@ -37,6 +51,7 @@ public struct SQLiteError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The statement that failed, when there was one.
     public let sql: String?
 
+    /// An error with its code, SQLite's message and the statement's SQL.
     public init(code: SQLiteResultCode, message: String, sql: String? = nil) {
         self.code = code
         self.message = message

@@ -11,6 +11,7 @@ public struct SnapshotMetadata: Hashable, Sendable {
     /// to an ordinary change.
     public var isRollback: Bool
 
+    /// Metadata for a snapshot.
     public init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false) {
         self.hasPendingWrites = hasPendingWrites
         self.isFromCache = isFromCache
@@ -27,10 +28,13 @@ public struct DocumentSnapshot: Hashable, Sendable {
         case state(DocumentState)
     }
 
+    /// Which document.
     public let key: DocumentKey
     private let source: Source
+    /// Where the snapshot came from.
     public let metadata: SnapshotMetadata
 
+    /// A snapshot of a document's data (`nil`: it does not exist).
     public init(key: DocumentKey, data: Value?, metadata: SnapshotMetadata) {
         self.key = key
         source = .value(data)
@@ -81,17 +85,26 @@ public struct DocumentSnapshot: Hashable, Sendable {
 /// A query over one collection: equality filters on fields, an order by a field, a limit. It is
 /// evaluated in SQLite over the documents as the app sees them.
 public struct DocumentQuery: Hashable, Sendable {
+    /// An equality filter: the field at `path` equals `value`.
     public struct Filter: Hashable, Sendable {
+        /// The field compared.
         public var path: FieldPath
+        /// The value it must equal.
         public var value: Value
     }
 
+    /// The collection queried.
     public var collection: String
+    /// Equality filters, all of which must hold.
     public var filters: [Filter] = []
+    /// The field to order by, if any.
     public var orderPath: FieldPath?
+    /// Whether the order is descending.
     public var isDescending = false
+    /// The most documents to return.
     public var limit: Int?
 
+    /// Every document of a collection, ordered by id.
     public init(collection: String) { self.collection = collection }
 
     /// Only documents whose field at `path` equals `value` (integers and doubles compare as numbers).
@@ -129,9 +142,13 @@ public enum OperationType: String, Hashable, Sendable {
 /// A queued write the server refused when it was finally sent; it was dropped and the document
 /// rolled back to the server's version.
 public struct Rejection: Hashable, Sendable {
+    /// The document whose write was refused.
     public let key: DocumentKey
+    /// What the write did: create, update or delete.
     public let operation: OperationType
+    /// The server's HTTP status (403 when the rules refused, 400 for invalid data).
     public let statusCode: Int
+    /// The server's message.
     public let message: String
 }
 
@@ -148,6 +165,7 @@ public struct SettleReport: Hashable, Sendable {
 
 /// A batch frozen for sending: the same bytes go out on every retry.
 public struct FrozenBatch: Hashable, Sendable {
+    /// The batch.
     public let batch: Batch
     /// The encoded body, kept so that a retry is byte-identical.
     public let body: [UInt8]
@@ -155,6 +173,7 @@ public struct FrozenBatch: Hashable, Sendable {
 
 /// Why the store refused or failed.
 public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure it is.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         let name: String
         /// The file is not an AbrovaSync store (another database, or not a database at all).
@@ -176,7 +195,9 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public var description: String { name }
     }
 
+    /// What kind of failure it is.
     public let code: Code
+    /// A sentence for people.
     public let message: String
     /// The field concerned, for refused values.
     public let field: String?
@@ -185,6 +206,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The HTTP status this error maps to where it crosses the wire.
     public let statusCode: Int
 
+    /// A store error; its status follows from the code.
     public init(_ code: Code, _ message: String, field: String? = nil, underlying: SQLiteError? = nil) {
         self.code = code
         self.message = message

@@ -3,13 +3,16 @@ import AbrovaCore
 /// A sync server in memory, for unit tests: it joins batches with a strategy, assigns versions,
 /// answers retried batches with the stored answer, and serves pulls. No rules, no network.
 public struct InMemoryServer: Sendable {
+    /// The server's documents.
     public private(set) var documents: [DocumentKey: DocumentState] = [:]
+    /// The last version it assigned.
     public private(set) var version = Version.zero
     /// The last answered batch per client: (sequence, answer).
     private var answered: [String: (Int64, [ChangeResult])] = [:]
     /// Refuses a change with (status, message) when it returns one.
     public var refuse: @Sendable (DocumentKey, DocumentDelta) -> (Int, String)?
 
+    /// A server with no documents; `refuse` decides which changes its "rules" refuse.
     public init(refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Int, String)? = { _, _ in nil }) {
         self.refuse = refuse
     }

@@ -226,8 +226,10 @@ public struct Choices {
 public struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
 
+    /// A generator whose stream is fixed by `seed`.
     public init(seed: UInt64) { state = seed }
 
+    /// The next number of the stream.
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
