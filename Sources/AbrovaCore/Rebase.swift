@@ -1,20 +1,24 @@
 extension DocumentDelta {
-    /// A later unsent change, rebased after the server applied this client's earlier change to the
-    /// same document at `ownVersion`, leaving it as `confirmed`.
+    /// A later unsent change, rebased after the server applied this client's earlier changes to
+    /// the same document at `ownVersions`, leaving it as `confirmed`.
     ///
-    /// A part whose base is older than `ownVersion` would otherwise count the client's own write as
-    /// a change "on the server since the base". A part takes `ownVersion` as its new base when no
-    /// field it touches has a version between its base and `ownVersion` (nobody else changed them
-    /// in between); otherwise it keeps its base, so a change it never saw still conflicts.
-    public func rebased(onto confirmed: DocumentState, ownVersion: Version) -> DocumentDelta {
-        func changedByOthers(since base: Version, overlapping path: FieldPath?) -> Bool {
-            if path == nil, confirmed.existence.version > base, confirmed.existence.version < ownVersion { return true }
-            return confirmed.fields.contains { fieldPath, field in
-                field.version > base && field.version < ownVersion && (path.map { fieldPath.overlaps($0) } ?? true)
-            }
+    /// A part whose base is older than the client's own writes would otherwise count them as
+    /// changes "on the server since the base". A part takes the newest own version as its new base
+    /// when every field it touches that changed after its base was changed by this client's own
+    /// writes (nobody else wrote them in between); otherwise it keeps its base, so a change it
+    /// never saw still conflicts.
+    public func rebased(onto confirmed: DocumentState, ownVersions: Set<Version>) -> DocumentDelta {
+        guard let newest = ownVersions.max() else { return self }
+        func changedByOthers(_ version: Version, since base: Version) -> Bool {
+            version > base && version < newest && !ownVersions.contains(version)
         }
         func rebase(_ base: Version, _ path: FieldPath?) -> Version {
-            base < ownVersion && !changedByOthers(since: base, overlapping: path) ? ownVersion : base
+            guard base < newest else { return base }
+            if path == nil, changedByOthers(confirmed.existence.version, since: base) { return base }
+            let othersWrote = confirmed.fields.contains { fieldPath, field in
+                changedByOthers(field.version, since: base) && (path.map { fieldPath.overlaps($0) } ?? true)
+            }
+            return othersWrote ? base : newest
         }
         var result = self
         result.create = create.map { rebase($0, nil) }

@@ -67,7 +67,7 @@ extension LocalStore {
 
     /// Settles the server's answer to the batch in flight, in one transaction: an applied change
     /// updates the confirmed state with the server's versions (and later pending changes of the
-    /// document are rebased past this client's own write); a refused change is dropped and its
+    /// document are rebased past this client's own writes); a refused change is dropped and its
     /// document rolls back to the confirmed state; under the manual strategy a conflicting change
     /// is dropped and its conflicts returned for the app's resolver.
     ///
@@ -85,7 +85,7 @@ extension LocalStore {
             var before: [DocumentKey: CachedDocument] = [:]
             for change in changes where before[change.key] == nil { before[change.key] = try loaded(change.key) }
             var confirmed: [DocumentKey: DocumentState] = [:]
-            var ownVersions: [DocumentKey: Version] = [:]
+            var ownVersions: [DocumentKey: Set<Version>] = [:]
             var settledWrites: [DocumentKey: Int] = [:]
             var rollbacks: Set<DocumentKey> = []
             for (change, result) in zip(changes, results) {
@@ -94,7 +94,7 @@ extension LocalStore {
                 switch result {
                 case .applied(let version, let server, let conflicts):
                     state.merge(server)
-                    ownVersions[change.key] = version
+                    ownVersions[change.key, default: []].insert(version)
                     if !conflicts.isEmpty { report.conflicts[change.key, default: []] += conflicts }
                 case .unresolved(let server, let conflicts):
                     state.merge(server)
@@ -117,8 +117,8 @@ extension LocalStore {
             var stillUnsent: [DocumentKey: UnsentDocument] = [:]
             for (sequenceNumber, key, delta, writes) in pending where confirmed[key] != nil {
                 var delta = delta
-                if let version = ownVersions[key], let state = confirmed[key] {
-                    delta = delta.rebased(onto: state, ownVersion: version)
+                if let versions = ownVersions[key], let state = confirmed[key] {
+                    delta = delta.rebased(onto: state, ownVersions: versions)
                     if tail?.sequence == sequenceNumber { tail?.delta = delta }
                 }
                 views[key]?.applyLocally(delta, at: Self.localVersion)

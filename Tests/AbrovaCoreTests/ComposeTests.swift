@@ -94,12 +94,23 @@ import Testing
         confirmed.applyLocally(try DocumentDelta.update(set: [qty: 2], base: Version(3)), at: Version(7))
         // A change made before the answer came, based on version 3.
         let pending = try DocumentDelta.update(set: [qty: 5, note: "c"], base: Version(3))
-        let rebased = pending.rebased(onto: confirmed, ownVersion: Version(7))
+        let rebased = pending.rebased(onto: confirmed, ownVersions: [Version(7)])
         #expect(rebased.assignments[qty]?.base == Version(7))
         #expect(rebased.assignments[note]?.base == Version(3))
         // So the client's own write is no conflict, and the other client's still is.
         let report = try ConflictStrategy.serverWins.apply(rebased, to: confirmed, version: Version(8))
         #expect(report.conflicts.map(\.path) == [note])
         #expect(report.state.document == ["qty": 5, "note": "b"])
+    }
+
+    @Test func severalOwnWritesInOneBatchAreAllTheClients() throws {
+        // The client wrote qty at 5 and note at 7 (two changes of one document in one batch).
+        var confirmed = DocumentState()
+        confirmed.applyLocally(try DocumentDelta.create(["qty": 1, "note": "a"], base: .zero), at: Version(3))
+        confirmed.applyLocally(try DocumentDelta.update(set: [qty: 2], base: Version(3)), at: Version(5))
+        confirmed.applyLocally(try DocumentDelta.update(set: [note: "b"], base: Version(3)), at: Version(7))
+        let pending = try DocumentDelta.update(set: [qty: 9], base: Version(3))
+        #expect(pending.rebased(onto: confirmed, ownVersions: [Version(7)]).assignments[qty]?.base == Version(3))
+        #expect(pending.rebased(onto: confirmed, ownVersions: [Version(5), Version(7)]).assignments[qty]?.base == Version(7))
     }
 }

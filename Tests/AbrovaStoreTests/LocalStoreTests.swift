@@ -147,6 +147,26 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await store.unsentWriteCount == 0)
     }
 
+    @Test func aDocumentWrittenTwiceInOneBatchDoesNotConflictWithItself() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        let other = DocumentKey(collection: "carts", id: "c2")
+        try server.write(try DocumentDelta.create(["x": 0, "y": 0], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.updateData(for: cart, set: [path("x"): 1])  // A
+        try await store.setData(["n": 1], for: other)                // B
+        try await store.updateData(for: cart, set: [path("y"): 1])  // A again: a second change
+        let frozen = try #require(try await store.freezeBatch())
+        #expect(frozen.batch.changes.count == 3)
+        try await store.updateData(for: cart, set: [path("x"): 2])  // pending, based on what A's first change saw
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .serverWins))
+        let next = try #require(try await store.freezeBatch())
+        let report = try await store.settle(batch: next.batch.sequence, results: server.push(next.batch, strategy: .serverWins))
+        #expect(report.conflicts.isEmpty, "the client's own writes counted as the server's: \(report.conflicts)")
+        #expect(server.documents[cart]?.document == ["x": 2, "y": 1])
+    }
+
     @Test func aRefusedWriteIsDroppedAndTheDocumentRollsBack() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var server = InMemoryServer(refuse: { key, _ in key.id == "secret" ? (403, "rules refused") : nil })
