@@ -4,7 +4,10 @@
 ///
 ///     let item: Value = ["task": "Buy milk", "qty": 2, "done": false]
 ///
-/// Integers and doubles are distinct (`1` is not `1.0`), as in their canonical encoding.
+/// Integers and doubles are distinct (`1` is not `1.0`), as in their canonical encoding. Foundation's
+/// `JSONEncoder` writes `1.0` as `1` and its `JSONDecoder` reads `1.0` as an integer, so through
+/// them (`Codable`) an integral double becomes an integer; `canonicalJSON` and `Value(json:)`, which
+/// the store and the wire use, keep the two apart.
 public enum Value: Hashable, Sendable {
     case null
     case bool(Bool)

@@ -31,6 +31,12 @@ import Testing
             == ["a": [1, 20.0, "é𝄞"]])
     }
 
+    @Test func theDirectParserKeepsIntegralDoublesApartFromIntegers() throws {
+        let value: Value = ["double": 2.0, "int": 2]
+        #expect(try Value(json: value.canonicalJSON) == value)
+        #expect(value.canonicalJSON == #"{"double":2.0,"int":2}"#)
+    }
+
     @Test func codableMatchesTheValue() throws {
         let value: Value = ["task": "Buy milk", "qty": 2, "price": 1.5, "tags": ["a", "b"]]
         let data = try JSONEncoder().encode(value)
