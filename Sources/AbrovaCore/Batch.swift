@@ -11,6 +11,19 @@ public struct DocumentKey: Hashable, Comparable, Sendable, CustomStringConvertib
         self.id = id
     }
 
+    /// Checks that the collection and the id are usable: not empty, no `/`, at most 1,500 bytes
+    /// each (Firestore's limit for a document path), valid text.
+    ///
+    /// - Throws: `ValueError` with code `invalidFieldName` naming `collection` or `id`.
+    public func validate() throws(ValueError) {
+        for (name, part) in [("collection", collection), ("id", id)] {
+            guard !part.isEmpty, !part.contains("/"), part.utf8.count <= 1_500 else {
+                throw ValueError(.invalidFieldName, field: name,
+                                 detail: "a \(name) must be 1 to 1,500 bytes without \"/\", not \"\(part.prefix(40))\"")
+            }
+        }
+    }
+
     public static func < (left: DocumentKey, right: DocumentKey) -> Bool {
         (left.collection, left.id) < (right.collection, right.id)
     }

@@ -118,6 +118,11 @@ public actor LocalStore {
 
     private func writeTranslated(_ key: DocumentKey, requiresExisting: Bool,
                                  _ makeDelta: (Version) throws -> DocumentDelta) throws -> DocumentSnapshot {
+        do {
+            try key.validate()
+        } catch {
+            throw StoreError(error)
+        }
         var document = try loaded(key)
         if requiresExisting && !document.view.exists {
             throw StoreError(.documentNotFound, "\(key) does not exist")

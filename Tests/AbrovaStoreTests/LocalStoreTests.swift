@@ -45,6 +45,15 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         } catch let error as StoreError {
             #expect(error.code == .invalidValue && error.field == "price" && error.statusCode == 400)
         }
+        for bad in [DocumentKey(collection: "", id: "x"), DocumentKey(collection: "carts", id: "a/b"),
+                    DocumentKey(collection: "carts", id: String(repeating: "x", count: 1_501))] {
+            do {
+                try await store.setData(["n": 1], for: bad)
+                Issue.record("\(bad) was accepted")
+            } catch let error as StoreError {
+                #expect(error.code == .invalidValue && error.statusCode == 400 && (error.field == "collection" || error.field == "id"))
+            }
+        }
         #expect(await store.unsentWriteCount == 0)
         #expect(try await store.freezeBatch() == nil)
         #expect(try await store.document(cart).exists == false)
