@@ -6,7 +6,7 @@ import Foundation
 /// shrunk by shortening that sequence and lowering its numbers (a draw past the end reads 0, and
 /// generators map 0 to the simplest thing), then replayed from its seed.
 ///
-///     let failure = Property.check("join is commutative", generate: { choices in
+///     let failure = await Property.check("join is commutative", generate: { choices in
 ///         (makeState(&choices), makeState(&choices))
 ///     }, property: { pair in
 ///         pair.0.merging(pair.1) == pair.1.merging(pair.0) ? nil : "not commutative"
@@ -49,8 +49,8 @@ public enum Property {
     public static func check<Input>(
         _ name: String, cases: Int = defaultCases,
         generate: (inout Choices) -> Input,
-        property: (Input) -> String?
-    ) -> Failure? {
+        property: (Input) async -> String?
+    ) async -> Failure? {
         let environment = Environment.current
         let seeds: [UInt64]
         if let replay = environment.replaySeed {
@@ -66,8 +66,8 @@ public enum Property {
         for seed in seeds {
             var choices = Choices(seed: seed)
             let input = generate(&choices)
-            guard let message = property(input) else { continue }
-            return shrink(name: name, seed: seed, draws: choices.draws, message: message,
+            guard let message = await property(input) else { continue }
+            return await shrink(name: name, seed: seed, draws: choices.draws, message: message,
                           generate: generate, property: property)
         }
         return nil
@@ -75,19 +75,19 @@ public enum Property {
 
     private static func shrink<Input>(
         name: String, seed: UInt64, draws: [UInt64], message: String,
-        generate: (inout Choices) -> Input, property: (Input) -> String?
-    ) -> Failure {
+        generate: (inout Choices) -> Input, property: (Input) async -> String?
+    ) async -> Failure {
         var best = draws
         var bestMessage = message
         var steps = 0
         var budget = 5_000
 
-        func attempt(_ candidate: [UInt64]) -> Bool {
+        func attempt(_ candidate: [UInt64]) async -> Bool {
             guard budget > 0 else { return false }
             budget -= 1
             var choices = Choices(replaying: candidate)
             let input = generate(&choices)
-            guard let failure = property(input) else { return false }
+            guard let failure = await property(input) else { return false }
             let used = choices.draws
             if used.count < best.count || (used.count == best.count && used.lexicographicallyPrecedes(best)) {
                 best = used
@@ -108,7 +108,7 @@ public enum Property {
                 while start + size <= best.count {
                     var candidate = best
                     candidate.removeSubrange(start..<start + size)
-                    if attempt(candidate) { improved = true } else { start += 1 }
+                    if await attempt(candidate) { improved = true } else { start += 1 }
                 }
                 size /= 2
             }
@@ -116,24 +116,24 @@ public enum Property {
             // galloping up from 1 and then bisecting (generators map small draws to small values).
             for index in best.indices {
                 guard index < best.count, best[index] > 0 else { continue }
-                func failsWith(_ raw: UInt64) -> Bool {
+                func failsWith(_ raw: UInt64) async -> Bool {
                     guard index < best.count else { return false }
                     var candidate = best
                     candidate[index] = raw
-                    return attempt(candidate)
+                    return await attempt(candidate)
                 }
-                if failsWith(0) { improved = true; continue }
+                if await failsWith(0) { improved = true; continue }
                 var passing: UInt64 = 0
                 var failing = best[index]
                 var probe: UInt64 = 1
                 while probe < failing {
-                    if failsWith(probe) { failing = probe; improved = true; break }
+                    if await failsWith(probe) { failing = probe; improved = true; break }
                     passing = probe
                     probe = probe > UInt64.max / 2 ? failing : probe * 2
                 }
                 while failing - passing > 1 {
                     let middle = passing + (failing - passing) / 2
-                    if failsWith(middle) { failing = middle; improved = true } else { passing = middle }
+                    if await failsWith(middle) { failing = middle; improved = true } else { passing = middle }
                 }
             }
         }

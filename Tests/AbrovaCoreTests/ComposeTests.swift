@@ -62,8 +62,8 @@ import Testing
 }
 
 @Suite struct HarnessTests {
-    @Test func aFailureIsShrunkToTheSmallestCaseAndNamesItsSeed() {
-        let failure = Property.check("no element reaches 10", cases: 200, generate: { choices in
+    @Test func aFailureIsShrunkToTheSmallestCaseAndNamesItsSeed() async {
+        let failure = await Property.check("no element reaches 10", cases: 200, generate: { choices in
             (0..<choices.int(in: 0...20)).map { _ in choices.below(100) }
         }, property: { list in
             list.contains { $0 >= 10 } ? "found \(list.filter { $0 >= 10 })" : nil
@@ -72,7 +72,7 @@ import Testing
         #expect(failure?.description.contains("ABROVA_PROPERTY_SEED=\(failure?.seed ?? 0)") == true)
     }
 
-    @Test func theSameSeedGivesTheSameCaseAndADrawRecordingReplaysIt() {
+    @Test func theSameSeedGivesTheSameCaseAndADrawRecordingReplaysIt() async {
         var first = Choices(seed: 42)
         var second = Choices(seed: 42)
         let values = (0..<50).map { _ in first.below(1000) }

@@ -33,8 +33,8 @@ import Testing
         return ThreeStates(states: states, origin: histories.map(\.description).joined(separator: " and "))
     }
 
-    @Test func joinIsCommutativeAssociativeAndIdempotent() {
-        expectNoFailure(Property.check("join is a semilattice", generate: Self.threeStates) { input in
+    @Test func joinIsCommutativeAssociativeAndIdempotent() async {
+        expectNoFailure(await Property.check("join is a semilattice", generate: Self.threeStates) { input in
             let (a, b, c) = (input.states[0], input.states[1], input.states[2])
             if a.merging(b) != b.merging(a) { return "a ⊔ b != b ⊔ a" }
             if a.merging(b).merging(c) != a.merging(b.merging(c)) { return "(a ⊔ b) ⊔ c != a ⊔ (b ⊔ c)" }
@@ -52,8 +52,8 @@ import Testing
         var description: String { "\(history); \(replicas.map(\.count)) deliveries per replica" }
     }
 
-    @Test func replicasConvergeWhateverTheOrderAndDuplicates() {
-        expectNoFailure(Property.check("replicas converge", generate: { choices in
+    @Test func replicasConvergeWhateverTheOrderAndDuplicates() async {
+        expectNoFailure(await Property.check("replicas converge", generate: { choices in
             let history = Generate.history(&choices, steps: 1...8)
             let replicas = (0..<3).map { _ in
                 var deliveries = history.changes
@@ -107,8 +107,8 @@ import Testing
                         operations: [firstOperation, secondOperation], first: first, second: second)
     }
 
-    @Test func composeEqualsApplyingInOrderOnTheDevice() {
-        expectNoFailure(Property.check("compose on the device", generate: Self.twoEdits) { input in
+    @Test func composeEqualsApplyingInOrderOnTheDevice() async {
+        expectNoFailure(await Property.check("compose on the device", generate: Self.twoEdits) { input in
             let start = input.history.states[input.secondSnapshot]
             let version = input.history.final.version.next
             let inOrder = start.applyingLocally(input.first, at: version).applyingLocally(input.second, at: version)
@@ -125,8 +125,8 @@ import Testing
         })
     }
 
-    @Test func composeLosesNoConflictThatMatters() {
-        expectNoFailure(Property.check("compose loses no conflict", generate: Self.twoEdits) { input in
+    @Test func composeLosesNoConflictThatMatters() async {
+        expectNoFailure(await Property.check("compose loses no conflict", generate: Self.twoEdits) { input in
             let server = input.history.final
             let version = server.version.next
             let composed = DocumentDelta.compose(input.first, input.second)
@@ -192,8 +192,8 @@ import Testing
                        delta: delta.droppingUnobservedRemoves(confirmed: confirmed))
     }
 
-    @Test func noClientChangeIsLostAndServerChangesAreOverwrittenOnlyByTheTable() {
-        expectNoFailure(Property.check("no loss", generate: Self.oneEdit) { input in
+    @Test func noClientChangeIsLostAndServerChangesAreOverwrittenOnlyByTheTable() async {
+        expectNoFailure(await Property.check("no loss", generate: Self.oneEdit) { input in
             let server = input.history.final
             let base = input.history.states[input.snapshot].version
             let version = server.version.next
@@ -229,8 +229,8 @@ import Testing
         })
     }
 
-    @Test func everySettledConflictIsReportedAndNothingElse() {
-        expectNoFailure(Property.check("conflicts reported exactly", generate: Self.oneEdit) { input in
+    @Test func everySettledConflictIsReportedAndNothingElse() async {
+        expectNoFailure(await Property.check("conflicts reported exactly", generate: Self.oneEdit) { input in
             let server = input.history.final
             let base = input.history.states[input.snapshot].version
             let version = server.version.next
@@ -281,9 +281,9 @@ import Testing
         }
     }
 
-    @Test func anAddConcurrentWithARemoveSurvivesUnderMerge() {
+    @Test func anAddConcurrentWithARemoveSurvivesUnderMerge() async {
         let setPath = try! FieldPath("cart")
-        expectNoFailure(Property.check("add wins under merge", generate: { choices in
+        expectNoFailure(await Property.check("add wins under merge", generate: { choices in
             let history = Generate.history(&choices)
             let element = choices.element(of: Generate.elements)
             // The element is in the set when the client takes its snapshot...
@@ -331,8 +331,8 @@ import Testing
 }
 
 @Suite struct EncodingPropertyTests {
-    @Test func theDirectWritersWriteTheCanonicalEncodingAndItReadsBack() {
-        let failure = Property.check("direct writers", generate: PropertyTests.oneEdit) { input in
+    @Test func theDirectWritersWriteTheCanonicalEncodingAndItReadsBack() async {
+        let failure = await Property.check("direct writers", generate: PropertyTests.oneEdit) { input in
             var stateBytes: [UInt8] = []
             input.history.final.writeEncoded(to: &stateBytes)
             if String(decoding: stateBytes, as: UTF8.self) != input.history.final.encoded.canonicalJSON { return "state bytes differ" }
@@ -352,8 +352,8 @@ import Testing
 }
 
 @Suite struct StoredFormPropertyTests {
-    @Test func aStateStoredBesideItsViewReadsBackWhole() {
-        let failure = Property.check("versions beside the view", generate: PropertyTests.oneEdit) { input in
+    @Test func aStateStoredBesideItsViewReadsBackWhole() async {
+        let failure = await Property.check("versions beside the view", generate: PropertyTests.oneEdit) { input in
             for state in input.history.states {
                 var bytes: [UInt8] = []
                 state.writeVersions(to: &bytes)

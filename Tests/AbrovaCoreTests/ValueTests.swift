@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 @Suite struct ValueTests {
-    @Test func literalsBuildValues() {
+    @Test func literalsBuildValues() async {
         let item: Value = ["task": "Buy milk", "qty": 2, "price": 1.5, "done": false, "tags": ["a"], "note": .null]
         #expect(item.mapValue?["task"] == .string("Buy milk"))
         #expect(item.mapValue?["qty"] == .int(2))
@@ -12,7 +12,7 @@ import Testing
         #expect(item.mapValue?["tags"] == .array([.string("a")]))
     }
 
-    @Test func canonicalEncodingSortsKeysAndKeepsIntegersApartFromDoubles() {
+    @Test func canonicalEncodingSortsKeysAndKeepsIntegersApartFromDoubles() async {
         let value: Value = ["b": 1, "a": 1.0, "é": "x\"\n\u{1}", "A": [true, .null]]
         #expect(value.canonicalJSON == #"{"A":[true,null],"a":1.0,"b":1,"é":"x\"\n\u0001"}"#)
         #expect(Value.int(1).canonicalJSON != Value.double(1).canonicalJSON)
@@ -64,14 +64,14 @@ import Testing
         }
     }
 
-    @Test func parserRefusesInvalidUTF8() {
+    @Test func parserRefusesInvalidUTF8() async {
         let bytes: [UInt8] = Array(#"{"a": ""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
         #expect(throws: ValueError(.invalidUTF8, field: "", detail: "a string is not valid UTF-8")) {
             try Value(json: bytes)
         }
     }
 
-    @Test func parserRefusesNestingDeeperThanTheLimit() {
+    @Test func parserRefusesNestingDeeperThanTheLimit() async {
         let deep = String(repeating: "[", count: ValueLimits.maximumDepth + 1) + String(repeating: "]", count: ValueLimits.maximumDepth + 1)
         #expect(throws: ValueError.self) { try Value(json: deep) }
         let fine = String(repeating: "[", count: ValueLimits.maximumDepth) + String(repeating: "]", count: ValueLimits.maximumDepth)
@@ -89,7 +89,7 @@ import Testing
         }
     }
 
-    @Test func nanAndInfinityAreRefusedNamingTheField() {
+    @Test func nanAndInfinityAreRefusedNamingTheField() async {
         let nan = error { _ = try DocumentDelta.create(["price": .double(.nan)], base: .zero) }
         #expect(nan?.code == .notRepresentable)
         #expect(nan?.field == "price")
@@ -102,7 +102,7 @@ import Testing
         #expect(inSet?.field == "tags")
     }
 
-    @Test func fieldNamesWithTheSeparatorOrEmptySegmentsAreRefused() {
+    @Test func fieldNamesWithTheSeparatorOrEmptySegmentsAreRefused() async {
         let dotted = error { _ = try DocumentDelta.create(["a.b": 1], base: .zero) }
         #expect(dotted?.code == .invalidFieldName)
         #expect(dotted?.field == "a.b")
@@ -116,7 +116,7 @@ import Testing
         #expect(error { _ = try DocumentDelta.update(remove: [.root], base: .zero) }?.code == .invalidFieldName)
     }
 
-    @Test func nestingDeeperThanTheLimitIsRefused() {
+    @Test func nestingDeeperThanTheLimitIsRefused() async {
         var value: Value = 1
         for _ in 0..<ValueLimits.maximumDepth { value = ["level": value] }
         let tooDeep = error { _ = try DocumentDelta.create(["top": value], base: .zero) }
@@ -146,7 +146,7 @@ import Testing
         #expect(missing?.statusCode == 404)
     }
 
-    @Test func malformedEncodedStatesAndDeltasAreRefused() {
+    @Test func malformedEncodedStatesAndDeltasAreRefused() async {
         let badStates: [Value] = [1, ["e": [2, 1]], ["e": [1, -1]], ["e": [1, 1], "f": ["a..b": [1, 1]]],
                                   ["e": [1, 1], "f": ["a": [1, 2, 3]]], ["e": [1, 1], "f": ["a": [.double(.nan), 1]]]]
         for bad in badStates {
@@ -178,8 +178,8 @@ import Testing
 }
 
 @Suite struct CanonicalSizeTests {
-    @Test func theCountedSizeIsTheEncodedSize() {
-        let failure = Property.check("canonicalByteCount", generate: { choices -> Value in
+    @Test func theCountedSizeIsTheEncodedSize() async {
+        let failure = await Property.check("canonicalByteCount", generate: { choices -> Value in
             func make(_ depth: Int) -> Value {
                 switch choices.below(depth > 2 ? 6 : 8) {
                 case 0: return .null
