@@ -346,15 +346,6 @@ public struct DocumentState: Hashable, Sendable {
         return Value.canonicalOrder(left.canonicalKey, right.canonicalKey)
     }
 
-    /// The changes made after `version`: a delta-state that, joined into a replica holding this
-    /// state as of `version`, brings it up to date.
-    public func changes(after version: Version) -> DocumentState {
-        var delta = DocumentState()
-        if existence.version > version { delta.setExistence(existence.exists, at: existence.version) }
-        for (path, field) in fields where field.version > version { delta.store(field, at: path) }
-        return delta
-    }
-
     /// Checks the invariants tests rely on; returns what is wrong, or nothing.
     public func _invariantViolations() -> [String] {
         var problems: [String] = []

@@ -191,6 +191,18 @@ extension ObservedRemoveSet {
 extension Version {
     var encoded: Value { .int(Int64(bitPattern: rawValue)) }
 
+    /// Appends `{path: version, ...}` for entries already in canonical order.
+    static func writeMap(_ entries: [(key: FieldPath, value: Version)], to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "{"))
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            Value.writeJSONString(entry.key.dotted, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            Value.writeDecimal(Int64(bitPattern: entry.value.rawValue), to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
     init(encoded value: Value, field: String) throws(ValueError) {
         guard case .int(let number) = value, number >= 0 else {
             throw ValueError(.malformedJSON, field: field, detail: "a version is not a non-negative integer")
@@ -280,16 +292,6 @@ extension DocumentDelta {
             Value.writeJSONString(name, to: &bytes)
             bytes.append(UInt8(ascii: ":"))
         }
-        func versions(_ parts: [FieldPath: Version]) {
-            bytes.append(UInt8(ascii: "{"))
-            for (index, path) in parts.keys.sorted().enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                Value.writeJSONString(path.dotted, to: &bytes)
-                bytes.append(UInt8(ascii: ":"))
-                (parts[path] ?? .zero).encoded.writeCanonicalJSON(to: &bytes)
-            }
-            bytes.append(UInt8(ascii: "}"))
-        }
         // Keys in canonical order: assignments, create, delete, fieldRemovals, removals, setChanges.
         if !assignments.isEmpty {
             key("assignments")
@@ -317,11 +319,11 @@ extension DocumentDelta {
         }
         if !fieldRemovals.isEmpty {
             key("fieldRemovals")
-            versions(fieldRemovals)
+            Version.writeMap(fieldRemovals.sorted { $0.key < $1.key }, to: &bytes)
         }
         if !removals.isEmpty {
             key("removals")
-            versions(removals)
+            Version.writeMap(removals.sorted { $0.key < $1.key }, to: &bytes)
         }
         if !setChanges.isEmpty {
             key("setChanges")
@@ -376,9 +378,9 @@ extension DocumentState {
         }
         // Keys in canonical order: e, r, s, t; each map's paths sorted. One sorted pass sorts the fields
         // into the three maps.
-        var registers: [(FieldPath, Version)] = []
+        var registers: [(key: FieldPath, value: Version)] = []
         var sets: [(FieldPath, ObservedRemoveSet)] = []
-        var tombstones: [(FieldPath, Version)] = []
+        var tombstones: [(key: FieldPath, value: Version)] = []
         for (path, field) in fields.sorted(by: { $0.key < $1.key }) {
             switch field {
             case .register(let register) where register.value != nil: registers.append((path, register.version))
@@ -386,20 +388,10 @@ extension DocumentState {
             case .set(let set): sets.append((path, set))
             }
         }
-        func writeVersionMap(_ entries: [(FieldPath, Version)]) {
-            bytes.append(UInt8(ascii: "{"))
-            for (index, (path, version)) in entries.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                Value.writeJSONString(path.dotted, to: &bytes)
-                bytes.append(UInt8(ascii: ":"))
-                Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
-            }
-            bytes.append(UInt8(ascii: "}"))
-        }
         bytes.append(contentsOf: #"{"e":[1,"#.utf8)
         Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
         bytes.append(contentsOf: #"],"r":"#.utf8)
-        writeVersionMap(registers)
+        Version.writeMap(registers, to: &bytes)
         bytes.append(contentsOf: #","s":{"#.utf8)
         for (index, (path, set)) in sets.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -408,7 +400,7 @@ extension DocumentState {
             set.writeEncoded(to: &bytes)
         }
         bytes.append(contentsOf: #"},"t":"#.utf8)
-        writeVersionMap(tombstones)
+        Version.writeMap(tombstones, to: &bytes)
         bytes.append(UInt8(ascii: "}"))
     }
 

@@ -127,12 +127,7 @@ extension LocalStore {
                 stillUnsent[key] = UnsentDocument(viewJSON: view, writes: (stillUnsent[key]?.writes ?? 0) + writes)
             }
             try database.write { database in
-                for (key, state) in confirmed {
-                    try database.run("""
-                        INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
-                        ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
-                        """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)), SQLiteValue(state.documentJSON)])
-                }
+                for (key, state) in confirmed { try saveConfirmed(state, for: key, in: database) }
                 for (sequenceNumber, delta, view) in rewritten {
                     try database.run("UPDATE pending SET delta = ?, view = ? WHERE sequence = ?",
                                      [.blob(Self.encode(delta)), SQLiteValue(view), .integer(sequenceNumber)])
@@ -185,14 +180,7 @@ extension LocalStore {
                             unsentViews[key] = .some(view)
                         }
                     }
-                    try database.run("UPDATE documents SET confirmed = ?, view = ? WHERE collection = ? AND id = ?",
-                                     [.blob(Self.storedForm(of: document.confirmed)), SQLiteValue(document.confirmed.documentJSON),
-                                      .text(key.collection), .text(key.id)])
-                    if database.changes == 0 {
-                        try database.run("INSERT INTO documents (collection, id, confirmed, view) VALUES (?, ?, ?, ?)",
-                                         [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: document.confirmed)),
-                                          SQLiteValue(document.confirmed.documentJSON)])
-                    }
+                    try saveConfirmed(document.confirmed, for: key, in: database)
                     updated[key] = document
                 }
                 try setMeta("cursor", cursor, in: database)
@@ -202,6 +190,14 @@ extension LocalStore {
             for (key, view) in unsentViews { unsent[key]?.viewJSON = view }
             notify(changed: Set(updated.keys), unsentWritesChanged: false)
         }
+    }
+
+    /// Writes a document's confirmed state and the view it shows.
+    private func saveConfirmed(_ state: DocumentState, for key: DocumentKey, in database: Database) throws {
+        try database.run("""
+            INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
+            ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
+            """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)), SQLiteValue(state.documentJSON)])
     }
 
     /// The pull cursor saved with the last applied page, or `nil` before the first.
