@@ -11,18 +11,29 @@ public struct DocumentKey: Hashable, Comparable, Sendable, CustomStringConvertib
         self.id = id
     }
 
-    /// Checks that the collection and the id are usable: not empty, no `/`, at most 1,500 bytes
-    /// each (Firestore's limit for a document path), valid text.
+    /// Checks that the collection and the id are usable: a collection is 1 to 100 ASCII letters,
+    /// digits, `_` or `-`; an id is 1 to 256 ASCII letters, digits or `- _ . ~ : @ + =`, and not
+    /// `.` or `..`. Both are safe in URLs, file names, logs and SQL text without escaping.
     ///
     /// - Throws: `ValueError` with code `invalidFieldName` naming `collection` or `id`.
     public func validate() throws(ValueError) {
-        for (name, part) in [("collection", collection), ("id", id)] {
-            guard !part.isEmpty, !part.contains("/"), part.utf8.count <= 1_500 else {
+        func check(_ part: String, name: String, maximum: Int, extra: Set<UInt8>) throws(ValueError) {
+            let bytes = part.utf8
+            let isAllowed = bytes.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || extra.contains(byte)
+            }
+            guard isAllowed, !bytes.isEmpty, bytes.count <= maximum, part != ".", part != ".." else {
+                let allowed = String(decoding: extra.sorted(), as: UTF8.self).map(String.init).joined(separator: " ")
                 throw ValueError(.invalidFieldName, field: name,
-                                 detail: "a \(name) must be 1 to 1,500 bytes without \"/\", not \"\(part.prefix(40))\"")
+                                 detail: "a \(name) must be 1 to \(maximum) ASCII letters, digits or \(allowed), not \"\(part.prefix(40))\"")
             }
         }
+        try check(collection, name: "collection", maximum: 100, extra: Self.collectionPunctuation)
+        try check(id, name: "id", maximum: 256, extra: Self.idPunctuation)
     }
+
+    private static let collectionPunctuation: Set<UInt8> = Set("_-".utf8)
+    private static let idPunctuation: Set<UInt8> = Set("-_.~:@+=".utf8)
 
     public static func < (left: DocumentKey, right: DocumentKey) -> Bool {
         (left.collection, left.id) < (right.collection, right.id)

@@ -14,11 +14,13 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
 
     /// Makes a path from its dotted form.
     ///
-    /// - Throws: `ValueError` with code `invalidFieldName` when a segment is empty.
+    /// - Throws: `ValueError` with code `invalidFieldName` when a segment is empty or holds a
+    ///   character field names may not hold (see `checkName(_:at:)`).
     public init(_ dotted: String) throws(ValueError) {
         if !dotted.isEmpty {
-            for segment in dotted.split(separator: Self.separator, omittingEmptySubsequences: false) where segment.isEmpty {
-                throw ValueError(.invalidFieldName, field: dotted, detail: "a path segment is empty")
+            for segment in dotted.split(separator: Self.separator, omittingEmptySubsequences: false) {
+                if segment.isEmpty { throw ValueError(.invalidFieldName, field: dotted, detail: "a path segment is empty") }
+                try Self.checkName(segment, at: dotted)
             }
         }
         self.dotted = dotted
@@ -26,14 +28,32 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
 
     /// Makes a path from segments.
     ///
-    /// - Throws: `ValueError` with code `invalidFieldName` when a segment is empty or contains `.`.
+    /// - Throws: `ValueError` with code `invalidFieldName` when a segment is empty, contains `.`
+    ///   or holds a character field names may not hold.
     public init(segments: [String]) throws(ValueError) {
-        for segment in segments where segment.isEmpty || segment.contains(Self.separator) {
-            throw ValueError(.invalidFieldName, field: segments.joined(separator: "."),
-                             detail: "a field name is empty or contains \".\"")
+        let dotted = segments.joined(separator: ".")
+        for segment in segments {
+            if segment.isEmpty || segment.contains(Self.separator) {
+                throw ValueError(.invalidFieldName, field: dotted, detail: "a field name is empty or contains \".\"")
+            }
+            try Self.checkName(segment, at: dotted)
         }
-        self.dotted = segments.joined(separator: ".")
+        self.dotted = dotted
     }
+
+    /// Checks one field name: control characters, quotes, backslashes and semicolons are refused,
+    /// so that no name can be mistaken for markup or SQL wherever it is shown or stored.
+    ///
+    /// - Throws: `ValueError` with code `invalidFieldName` naming `path`.
+    public static func checkName(_ name: some StringProtocol, at path: String) throws(ValueError) {
+        for byte in name.utf8 where byte < 0x20 || byte == 0x7F || Self.refusedNameBytes.contains(byte) {
+            throw ValueError(.invalidFieldName, field: path,
+                             detail: "a field name may not hold control characters or any of ' \" ` ; \\")
+        }
+    }
+
+    /// Bytes no field name may hold: ' " ` ; \
+    private static let refusedNameBytes: Set<UInt8> = [0x27, 0x22, 0x60, 0x3B, 0x5C]
 
     /// A path known to be valid (built from validated parts).
     init(unchecked dotted: String) { self.dotted = dotted }

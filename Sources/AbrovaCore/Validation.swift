@@ -2,7 +2,7 @@ extension Value {
     /// Checks that the value can be stored at `path`, `depth` levels below the document.
     ///
     /// - Throws: `ValueError` naming the offending field: a NaN or infinite double, a map key that
-    ///   is empty or contains `.`, or nesting deeper than `ValueLimits.maximumDepth`.
+    ///   is empty, contains `.` or a character field names may not hold, or nesting deeper than `ValueLimits.maximumDepth`.
     public func validate(at path: FieldPath, depth: Int) throws(ValueError) {
         guard depth <= ValueLimits.maximumDepth else {
             throw ValueError(.tooDeep, field: path.dotted, detail: "nested deeper than \(ValueLimits.maximumDepth) levels")
@@ -18,6 +18,7 @@ extension Value {
                     throw ValueError(.invalidFieldName, field: path.isRoot ? key : path.dotted + "." + key,
                                      detail: "a field name is empty or contains \".\"")
                 }
+                try FieldPath.checkName(key, at: path.isRoot ? key : path.dotted + "." + key)
                 try value.validate(at: path.appending(key), depth: depth + 1)
             }
         default:

@@ -54,6 +54,9 @@ public struct ValueError: Error, Hashable, Sendable, CustomStringConvertible {
 public enum ValueLimits {
     /// The deepest nesting of maps and arrays in a value (a value at the top counts as level 0).
     public static let maximumDepth = 32
+    /// The deepest nesting of the compact forms (states, deltas, batches, wire bodies): a
+    /// document's values sit at most this many levels deeper inside them than `maximumDepth`.
+    public static let maximumEncodedDepth = maximumDepth + 8
     /// The largest document, measured as its canonical JSON encoding.
     public static let maximumDocumentBytes = 1 << 20
 }

@@ -134,11 +134,14 @@ extension Value {
 
     /// Parses one JSON value.
     ///
+    /// - Parameter maximumDepth: the deepest nesting accepted: `ValueLimits.maximumDepth` for a
+    ///   document, `ValueLimits.maximumEncodedDepth` for the compact forms that wrap documents'
+    ///   values (their values are checked at their own depth when the forms are read).
     /// - Throws: `ValueError` for malformed JSON, invalid UTF-8, lone surrogates, numbers that
-    ///   do not fit a double, and nesting deeper than `ValueLimits.maximumDepth`.
-    public init<Bytes: Collection<UInt8>>(json bytes: Bytes) throws(ValueError) {
+    ///   do not fit a double, and nesting deeper than `maximumDepth`.
+    public init<Bytes: Collection<UInt8>>(json bytes: Bytes, maximumDepth: Int = ValueLimits.maximumDepth) throws(ValueError) {
         let array = Array(bytes)
-        var parser = JSONParser(bytes: array)
+        var parser = JSONParser(bytes: array, maximumDepth: maximumDepth)
         self = try parser.parseDocument()
     }
 
@@ -151,9 +154,13 @@ extension Value {
 /// A recursive-descent JSON parser over bytes; strict (RFC 8259), no extensions.
 struct JSONParser {
     let bytes: [UInt8]
+    let maximumDepth: Int
     var index = 0
 
-    init(bytes: [UInt8]) { self.bytes = bytes }
+    init(bytes: [UInt8], maximumDepth: Int) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+    }
 
     mutating func parseDocument() throws(ValueError) -> Value {
         skipWhitespace()
@@ -188,8 +195,8 @@ struct JSONParser {
         case UInt8(ascii: "f"): return try expect("false", .bool(false))
         case UInt8(ascii: "\""): return .string(try parseString())
         case UInt8(ascii: "["):
-            guard depth < ValueLimits.maximumDepth else {
-                throw ValueError(.tooDeep, field: path, detail: "deeper than \(ValueLimits.maximumDepth) levels")
+            guard depth < maximumDepth else {
+                throw ValueError(.tooDeep, field: path, detail: "deeper than \(maximumDepth) levels")
             }
             index += 1
             var elements: [Value] = []
@@ -205,8 +212,8 @@ struct JSONParser {
                 throw malformed("expected , or ]")
             }
         case UInt8(ascii: "{"):
-            guard depth < ValueLimits.maximumDepth else {
-                throw ValueError(.tooDeep, field: path, detail: "deeper than \(ValueLimits.maximumDepth) levels")
+            guard depth < maximumDepth else {
+                throw ValueError(.tooDeep, field: path, detail: "deeper than \(maximumDepth) levels")
             }
             index += 1
             var entries: [String: Value] = [:]

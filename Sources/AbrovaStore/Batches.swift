@@ -59,7 +59,7 @@ extension LocalStore {
     func inflightBatch() throws -> FrozenBatch? {
         guard let body = try database.queryFirst("SELECT body FROM batch", [], { $0.blob(0) ?? [] }) else { return nil }
         do {
-            return FrozenBatch(batch: try Batch(encoded: try Value(json: body)), body: body)
+            return FrozenBatch(batch: try Batch(encoded: try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)), body: body)
         } catch {
             throw StoreError(.corrupt, "the batch in flight cannot be read: \(error)")
         }

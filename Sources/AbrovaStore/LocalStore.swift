@@ -372,7 +372,7 @@ public actor LocalStore {
 
     static func decodeDelta(_ bytes: [UInt8]?) throws -> DocumentDelta {
         do {
-            return try DocumentDelta(encoded: try Value(json: bytes ?? []))
+            return try DocumentDelta(encoded: try Value(json: bytes ?? [], maximumDepth: ValueLimits.maximumEncodedDepth))
         } catch {
             throw StoreError(.corrupt, "a stored change cannot be read: \(error)")
         }
@@ -387,7 +387,7 @@ public actor LocalStore {
 
     static func decodeState(_ bytes: [UInt8], view: String?) throws -> DocumentState {
         do {
-            return try DocumentState(versions: try Value(json: bytes), view: try view.map { try Value(json: $0) })
+            return try DocumentState(versions: try Value(json: bytes, maximumDepth: ValueLimits.maximumEncodedDepth), view: try view.map { try Value(json: $0) })
         } catch {
             throw StoreError(.corrupt, "a stored document cannot be read: \(error)")
         }

@@ -116,6 +116,18 @@ import Testing
         #expect(error { _ = try DocumentDelta.update(remove: [.root], base: .zero) }?.code == .invalidFieldName)
     }
 
+    @Test func fieldNamesWithQuotesSemicolonsBackslashesOrControlCharactersAreRefused() async {
+        for bad in ["name'", "a\"b", "x;DROP", "back\\slash", "tick`", "tab\t", "nul\u{0}"] {
+            #expect(error { _ = try FieldPath(bad) }?.code == .invalidFieldName, "\(bad)")
+            #expect(error { _ = try FieldPath(segments: ["ok", bad]) }?.code == .invalidFieldName, "\(bad)")
+            let nested = error { _ = try DocumentDelta.create(["address": [bad: 1]], base: .zero) }
+            #expect(nested?.code == .invalidFieldName && nested?.field == "address.\(bad)", "\(bad)")
+        }
+        for good in ["first name", "Content-Type", "ünïcode", "$price", "a-b_c"] {
+            #expect(error { _ = try FieldPath(good) } == nil, "\(good)")
+        }
+    }
+
     @Test func nestingDeeperThanTheLimitIsRefused() async {
         var value: Value = 1
         for _ in 0..<ValueLimits.maximumDepth { value = ["level": value] }

@@ -46,7 +46,10 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             #expect(error.code == .invalidValue && error.field == "price" && error.statusCode == 400)
         }
         for bad in [DocumentKey(collection: "", id: "x"), DocumentKey(collection: "carts", id: "a/b"),
-                    DocumentKey(collection: "carts", id: String(repeating: "x", count: 1_501))] {
+                    DocumentKey(collection: "carts", id: String(repeating: "x", count: 257)),
+                    DocumentKey(collection: "carts'; DROP TABLE documents; --", id: "x"),
+                    DocumentKey(collection: "carts", id: "x' OR '1'='1"), DocumentKey(collection: "carts", id: ".."),
+                    DocumentKey(collection: "carts", id: "a b")] {
             do {
                 try await store.setData(["n": 1], for: bad)
                 Issue.record("\(bad) was accepted")
@@ -125,6 +128,28 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         let reopened = try LocalStore(path: file)
         #expect(try await reopened.freezeBatch() == first)
         #expect(try await reopened.document(cart).data == ["n": 2])
+    }
+
+    @Test func aDocumentNestedToTheLimitSurvivesItsBatchAndItsConfirmedStateOnDisk() async throws {
+        // The stored forms wrap the document's values a few levels deeper than the document itself.
+        var deep: Value = "bottom"
+        for _ in 0..<(ValueLimits.maximumDepth - 1) { deep = [deep] }  // arrays are leaves: stored whole
+        let file = folder.path("store.sqlite")
+        var server = InMemoryServer()
+        do {
+            let store = try LocalStore(path: file)
+            try await store.setData(["top": deep], for: cart)
+            let frozen = try #require(try await store.freezeBatch())
+            _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        }
+        let frozen: FrozenBatch
+        do {
+            let reopened = try LocalStore(path: file)
+            #expect(try await reopened.document(cart).data == ["top": deep])
+            try await reopened.updateData(for: cart, set: [path("other"): 1])
+            frozen = try #require(try await reopened.freezeBatch())
+        }
+        #expect(try await LocalStore(path: file).freezeBatch() == frozen)
     }
 }
 
