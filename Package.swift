@@ -19,11 +19,18 @@ let package = Package(
         .target(name: "AbrovaSQLite", dependencies: ["CSQLite"]),
         .target(name: "AbrovaStore", dependencies: ["AbrovaCore", "AbrovaSQLite"]),
         .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore"]),
+        // The wire: the protocol's JSON bodies and zstd (Spec/protocol.md).
+        .systemLibrary(name: "CZstd", path: "Sources/CZstd"),
+        .target(name: "AbrovaWire", dependencies: ["AbrovaCore", "CZstd"]),
+        // The sync server: service, rules, stores (Spec/protocol.md).
+        .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaWire"]),
         .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport"]),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaWire", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

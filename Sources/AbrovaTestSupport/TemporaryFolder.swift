@@ -1,15 +1,18 @@
 import Foundation
 
 /// A fresh folder for one test, removed when the value is released.
-final class TemporaryFolder {
-    let url: URL
+public final class TemporaryFolder: Sendable {
+    /// Where the folder is.
+    public let url: URL
 
-    init() {
+    /// Makes a new, empty folder under the system's temporary directory.
+    public init() {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("abrova-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
     deinit { try? FileManager.default.removeItem(at: url) }
 
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+    /// The path of `name` inside the folder.
+    public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
 }

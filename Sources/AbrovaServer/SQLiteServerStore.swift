@@ -1,0 +1,190 @@
+import AbrovaCore
+import AbrovaSQLite
+import Foundation
+
+/// The server's store on SQLite, the embedded default: one file, no set-up.
+///
+/// One connection writes (behind a lock, so versions follow commit order); readers take
+/// connections from a pool and read their own WAL snapshot, so pulls and reads never wait for a
+/// push. The `Database` objects are never shared: each is used by one thread at a time, under the
+/// lock or while taken out of the pool.
+public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
+    // @unchecked: `writer` is only used while `writerLock` is held, `idleReaders` only while
+    // `readersLock` is held, and a reader taken from it is used by one thread until it is put back.
+    private let path: String
+    private let writer: Database
+    private let writerLock = NSLock()
+    private var idleReaders: [Database] = []
+    private let readersLock = NSLock()
+    private let durability: Database.Durability
+
+    /// The schema version this code writes, kept in `PRAGMA user_version`.
+    static let schemaVersion = 1
+
+    /// Opens (or creates) the store at `path`.
+    ///
+    /// - Parameter durability: `.full` syncs every commit to disk (an acknowledged push survives
+    ///   power loss); `.normal` survives a crash of the process only.
+    /// - Throws: `SQLiteError`, or `ServerStoreError` for a file of a newer schema or not a server store.
+    public init(path: String, durability: Database.Durability = .full) throws {
+        self.path = path
+        self.durability = durability
+        let database = try Database(path: path, durability: durability)
+        try Self.migrate(database)
+        writer = database
+    }
+
+    private static func migrate(_ database: Database) throws {
+        let version = Int(try database.queryFirst("PRAGMA user_version") { $0.integer(0) } ?? 0)
+        if version > schemaVersion {
+            throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
+        }
+        guard version == 0 else { return }
+        if try database.queryFirst("SELECT count(*) FROM sqlite_master", [], { $0.integer(0) }) ?? 0 > 0 {
+            throw ServerStoreError("the file is an SQLite database but not an AbrovaSync server store")
+        }
+        try database.write { database in
+            try database.execute("""
+                CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+                CREATE TABLE documents (
+                    collection TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    owner TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    deleted_at REAL,
+                    state BLOB NOT NULL,
+                    UNIQUE (collection, id)
+                );
+                CREATE UNIQUE INDEX documents_by_version ON documents (version);
+                CREATE INDEX tombstones_by_time ON documents (deleted_at) WHERE deleted_at IS NOT NULL;
+                CREATE TABLE clients (
+                    client_id TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL,
+                    sequence INTEGER NOT NULL,
+                    digest BLOB NOT NULL,
+                    answer BLOB NOT NULL
+                );
+                """)
+            var key = [UInt8](repeating: 0, count: 32)
+            var generator = SystemRandomNumberGenerator()
+            for index in key.indices { key[index] = UInt8.random(in: 0...255, using: &generator) }
+            try database.run("INSERT INTO meta (key, value) VALUES ('version', 0), ('horizon', 0), ('cursor_key', ?)", [.blob(key)])
+            try database.execute("PRAGMA user_version = \(schemaVersion)")
+        }
+    }
+
+    public func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result {
+        try writerLock.withLock {
+            try writer.write { database in try body(SQLiteServerTransaction(database: database)) }
+        }
+    }
+
+    /// Runs `body` on a reader connection from the pool (a new one when all are busy).
+    private func read<Result>(_ body: (Database) throws -> Result) throws -> Result {
+        let database = try readersLock.withLock { idleReaders.popLast() } ?? Database(path: path, durability: durability)
+        defer { readersLock.withLock { idleReaders.append(database) } }
+        return try body(database)
+    }
+
+    public func document(_ key: DocumentKey) throws -> StoredDocument? {
+        try read { database in try Self.document(key, in: database) }
+    }
+
+    public func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
+        try read { database in
+            var sql = "SELECT collection, id, owner, version, state FROM documents WHERE version > ?"
+            var bindings: [SQLiteValue] = [.integer(Int64(bitPattern: version.rawValue))]
+            if let collections {
+                sql += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
+                bindings += collections.map { .text($0) }
+            }
+            sql += " ORDER BY version LIMIT ?"
+            bindings.append(.integer(Int64(limit)))
+            return try database.query(sql, bindings, Self.storedDocument)
+        }
+    }
+
+    public func purgeTombstones(deletedBefore time: Date) throws -> Version {
+        try writerLock.withLock {
+            try writer.write { database in
+                let purged = try database.queryFirst("SELECT max(version) FROM documents WHERE deleted_at < ?",
+                                                     [.real(time.timeIntervalSince1970)]) { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
+                if let purged {
+                    try database.run("DELETE FROM documents WHERE deleted_at < ?", [.real(time.timeIntervalSince1970)])
+                    try database.run("UPDATE meta SET value = max(value, ?) WHERE key = 'horizon'", [.integer(purged)])
+                }
+                return try Self.horizon(in: database)
+            }
+        }
+    }
+
+    public func tombstoneHorizon() throws -> Version {
+        try read { database in try Self.horizon(in: database) }
+    }
+
+    public func cursorKey() throws -> [UInt8] {
+        try read { database in try database.queryFirst("SELECT value FROM meta WHERE key = 'cursor_key'") { $0.blob(0) ?? [] } ?? [] }
+    }
+
+    private static func horizon(in database: Database) throws -> Version {
+        Version(UInt64(bitPattern: try database.queryFirst("SELECT value FROM meta WHERE key = 'horizon'") { $0.integer(0) } ?? 0))
+    }
+
+    static func document(_ key: DocumentKey, in database: Database) throws -> StoredDocument? {
+        try database.queryFirst("SELECT collection, id, owner, version, state FROM documents WHERE collection = ? AND id = ?",
+                                [.text(key.collection), .text(key.id)], storedDocument)
+    }
+
+    static func storedDocument(_ row: Row) throws -> StoredDocument {
+        let state = try DocumentState(encoded: try Value(json: row.blob(4) ?? [], maximumDepth: ValueLimits.maximumEncodedDepth))
+        return StoredDocument(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), owner: row.text(2) ?? "",
+                              version: Version(UInt64(bitPattern: row.integer(3))), state: state)
+    }
+}
+
+/// A write transaction on the SQLite store's writer connection.
+private struct SQLiteServerTransaction: ServerTransaction {
+    let database: Database
+
+    func client(_ clientID: String) throws -> ClientRecord? {
+        try database.queryFirst("SELECT user_id, sequence, digest, answer FROM clients WHERE client_id = ?", [.text(clientID)]) { row in
+            ClientRecord(clientID: clientID, userID: row.text(0) ?? "", sequence: row.integer(1), digest: row.blob(2) ?? [],
+                         answer: row.blob(3) ?? [])
+        }
+    }
+
+    func saveClient(_ record: ClientRecord) throws {
+        try database.run("""
+            INSERT INTO clients (client_id, user_id, sequence, digest, answer) VALUES (?1, ?2, ?3, ?4, ?5)
+            ON CONFLICT (client_id) DO UPDATE SET sequence = ?3, digest = ?4, answer = ?5
+            """, [.text(record.clientID), .text(record.userID), .integer(record.sequence), .blob(record.digest), .blob(record.answer)])
+    }
+
+    func document(_ key: DocumentKey) throws -> StoredDocument? {
+        try SQLiteServerStore.document(key, in: database)
+    }
+
+    func nextVersion() throws -> Version {
+        let next = try database.queryFirst("UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value") { $0.integer(0) }
+        return Version(UInt64(bitPattern: next ?? 0))
+    }
+
+    func saveDocument(_ document: StoredDocument, at time: Date) throws {
+        var state: [UInt8] = []
+        document.state.writeEncoded(to: &state)
+        try database.run("""
+            INSERT INTO documents (collection, id, owner, version, deleted_at, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            ON CONFLICT (collection, id) DO UPDATE SET owner = ?3, version = ?4, deleted_at = ?5, state = ?6
+            """, [.text(document.key.collection), .text(document.key.id), .text(document.owner),
+                  .integer(Int64(bitPattern: document.version.rawValue)),
+                  document.state.exists ? .null : .real(time.timeIntervalSince1970), .blob(state)])
+    }
+}
+
+/// A server store that cannot be used: a file of a newer schema, or not a server store.
+public struct ServerStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public let message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

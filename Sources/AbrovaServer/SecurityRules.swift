@@ -1,0 +1,178 @@
+import AbrovaCore
+import AbrovaWire
+
+/// A document as the server keeps it: its state, the version of its last change and its owner
+/// (the user who created it). Version and owner are the server's: no client can set them.
+public struct StoredDocument: Hashable, Sendable {
+    /// Which document.
+    public var key: DocumentKey
+    /// The user who created it.
+    public var owner: String
+    /// The version of its last change.
+    public var version: Version
+    /// Its state; a deleted document keeps its fields (an edit that wins over the delete brings
+    /// them back) and says it does not exist.
+    public var state: DocumentState
+
+    /// A stored document.
+    public init(key: DocumentKey, owner: String, version: Version, state: DocumentState) {
+        self.key = key
+        self.owner = owner
+        self.version = version
+        self.state = state
+    }
+
+    /// The document's data, `nil` when it is deleted.
+    public var data: Value? { state.document }
+
+    /// The form the wire carries.
+    public var serverDocument: ServerDocument { ServerDocument(key: key, version: version, state: state) }
+}
+
+/// The rules of one collection, checked on every push, pull and read; a pull never shows a
+/// document whose read is refused, not even its id.
+public protocol SecurityRules: Sendable {
+    /// Whether `caller` may see `document` (which may be a tombstone).
+    func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool
+    /// Whether `caller` may change `before` (`nil`: the document is new) into `after`.
+    func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool
+    /// Checks the document a write leaves (deleted documents included).
+    ///
+    /// - Throws: `RequestError` (400) saying what is wrong.
+    func validate(_ document: StoredDocument) throws(RequestError)
+}
+
+/// Rules made without code, from three choices: who reads, who writes, which fields must exist.
+public struct PresetRules: SecurityRules, Hashable {
+    /// Who may read.
+    public enum ReadAccess: String, Hashable, Sendable, CaseIterable {
+        /// Only the document's owner.
+        case owner
+        /// Any signed-in user.
+        case authenticated
+        /// Anyone with the API key, signed in or not.
+        case `public`
+    }
+
+    /// Who may write.
+    public enum WriteAccess: String, Hashable, Sendable, CaseIterable {
+        /// Any signed-in user creates; only the owner changes or deletes.
+        case owner
+        /// Any signed-in user.
+        case authenticated
+        /// Nobody (documents are written by other means, such as an admin tool).
+        case nobody
+    }
+
+    /// Who may read.
+    public var read: ReadAccess
+    /// Who may write.
+    public var write: WriteAccess
+    /// Fields every existing document must have.
+    public var requiredFields: [FieldPath]
+
+    /// Rules from the three choices.
+    public init(read: ReadAccess, write: WriteAccess, requiredFields: [FieldPath] = []) {
+        self.read = read
+        self.write = write
+        self.requiredFields = requiredFields
+    }
+
+    /// Private documents: each user reads and writes their own.
+    public static let ownerOnly = PresetRules(read: .owner, write: .owner)
+    /// Shared documents: every signed-in user reads and writes them.
+    public static let anyAuthenticatedUser = PresetRules(read: .authenticated, write: .authenticated)
+    /// Published documents: anyone reads; signed-in users create, owners change.
+    public static let publicRead = PresetRules(read: .public, write: .owner)
+
+    public func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool {
+        switch read {
+        case .owner: caller.userID == document.owner
+        case .authenticated: caller.userID != nil
+        case .public: true
+        }
+    }
+
+    public func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool {
+        guard let user = caller.userID else { return false }
+        switch write {
+        case .owner: return (before?.owner ?? user) == user
+        case .authenticated: return true
+        case .nobody: return false
+        }
+    }
+
+    public func validate(_ document: StoredDocument) throws(RequestError) {
+        guard let data = document.data else { return }
+        for field in requiredFields where data[field] == nil {
+            throw RequestError.invalid("\(document.key.collection) documents must have the field \"\(field)\"")
+        }
+    }
+}
+
+/// The rules of every collection: some named, the rest under a default.
+public struct RuleBook: Sendable {
+    /// Rules for named collections.
+    public var collections: [String: any SecurityRules]
+    /// Rules for every other collection.
+    public var fallback: any SecurityRules
+
+    /// A rule book; without arguments every collection is owner-only.
+    public init(collections: [String: any SecurityRules] = [:], fallback: any SecurityRules = PresetRules.ownerOnly) {
+        self.collections = collections
+        self.fallback = fallback
+    }
+
+    /// The rules of `collection`.
+    public func rules(for collection: String) -> any SecurityRules { collections[collection] ?? fallback }
+
+    /// Reads a rules configuration file:
+    ///
+    ///     {"default": {"read": "owner", "write": "owner"},
+    ///      "collections": {"catalog": {"read": "public", "write": "nobody"},
+    ///                      "carts": {"read": "owner", "write": "owner", "required": ["items"]}}}
+    ///
+    /// `read` is `owner`, `authenticated` or `public`; `write` is `owner`, `authenticated` or
+    /// `nobody`; `required` lists fields every document must have. A missing `default` is owner-only.
+    ///
+    /// - Throws: `RequestError` 400 naming what is malformed.
+    public init(json: some Collection<UInt8>) throws(RequestError) {
+        let value: Value
+        do { value = try Value(json: json) } catch { throw RequestError(error, context: "the rules configuration is not JSON") }
+        guard let parts = value.mapValue else { throw RequestError.invalid("the rules configuration must be a JSON object") }
+        if let unknown = parts.keys.first(where: { $0 != "default" && $0 != "collections" }) {
+            throw RequestError.invalid("the rules configuration has an unknown key \"\(unknown)\"; allowed: collections, default")
+        }
+        var collections: [String: any SecurityRules] = [:]
+        for (name, entry) in parts["collections"]?.mapValue ?? [:] {
+            do {
+                try DocumentKey(collection: name, id: "x").validate()
+            } catch {
+                throw RequestError(error, context: "the rules configuration")
+            }
+            collections[name] = try Self.preset(entry, named: "collections.\(name)")
+        }
+        self.init(collections: collections,
+                  fallback: try parts["default"].map { value throws(RequestError) in try Self.preset(value, named: "default") } ?? PresetRules.ownerOnly)
+    }
+
+    private static func preset(_ value: Value, named name: String) throws(RequestError) -> PresetRules {
+        guard let parts = value.mapValue,
+              let read = parts["read"]?.stringValue.flatMap(PresetRules.ReadAccess.init(rawValue:)),
+              let write = parts["write"]?.stringValue.flatMap(PresetRules.WriteAccess.init(rawValue:)),
+              parts.keys.allSatisfy({ ["read", "write", "required"].contains($0) }) else {
+            throw RequestError.invalid("rules \(name) need \"read\" (owner, authenticated, public) and \"write\" (owner, authenticated, nobody), and may list \"required\" fields")
+        }
+        var required: [FieldPath] = []
+        for field in parts["required"]?.arrayValue ?? [] {
+            guard let dotted = field.stringValue else { throw RequestError.invalid("rules \(name): required fields are texts") }
+            guard !dotted.isEmpty else { throw RequestError.invalid("rules \(name): a required field is empty") }
+            do {
+                required.append(try FieldPath(dotted))
+            } catch {
+                throw RequestError(error, context: "rules \(name)")
+            }
+        }
+        return PresetRules(read: read, write: write, requiredFields: required)
+    }
+}

@@ -1,0 +1,65 @@
+import AbrovaCore
+import Foundation
+
+/// The last batch a client sent: its number, a digest of its body and the answer it got. One row
+/// per client, replaced by each new batch: the whole of the server's dedupe state.
+public struct ClientRecord: Hashable, Sendable {
+    /// The client's id.
+    public var clientID: String
+    /// The user the client id belongs to (the user of its first batch).
+    public var userID: String
+    /// The number of the last batch applied.
+    public var sequence: Int64
+    /// SHA-256 of the canonical body of that batch.
+    public var digest: [UInt8]
+    /// The answer given to it, byte for byte.
+    public var answer: [UInt8]
+
+    /// A client's record.
+    public init(clientID: String, userID: String, sequence: Int64, digest: [UInt8], answer: [UInt8]) {
+        self.clientID = clientID
+        self.userID = userID
+        self.sequence = sequence
+        self.digest = digest
+        self.answer = answer
+    }
+}
+
+/// The work of one write transaction: what a push reads and writes. Everything done through it
+/// commits together or not at all.
+public protocol ServerTransaction {
+    /// The client's record, if it has sent a batch before.
+    func client(_ clientID: String) throws -> ClientRecord?
+    /// Records a client's last batch and its answer.
+    func saveClient(_ record: ClientRecord) throws
+    /// A document as this transaction sees it (its own writes included).
+    func document(_ key: DocumentKey) throws -> StoredDocument?
+    /// Takes the next version from the database's one counter.
+    func nextVersion() throws -> Version
+    /// Writes a document; `time` is the server's clock, kept for a deleted document so that its
+    /// tombstone can expire.
+    func saveDocument(_ document: StoredDocument, at time: Date) throws
+}
+
+/// Where the server keeps documents, client records and the version counter.
+///
+/// Implementations are safe to call from any thread; a call blocks until the database answers
+/// (the HTTP layer gives each request its own thread, and the databases are blocking C libraries).
+/// Writes are serialised so that versions are assigned, and become visible, in commit order: a
+/// reader that sees version `v` sees every version below it.
+public protocol ServerStore: Sendable {
+    /// Runs `body` in one write transaction; it commits when `body` returns and rolls back when it throws.
+    func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result
+    /// A committed document.
+    func document(_ key: DocumentKey) throws -> StoredDocument?
+    /// Committed documents whose last change is after `version`, in version order, at most `limit`,
+    /// only of `collections` when given.
+    func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument]
+    /// Removes tombstones of documents deleted before `time`; returns the tombstone horizon.
+    func purgeTombstones(deletedBefore time: Date) throws -> Version
+    /// The highest version of a removed tombstone: a pull from a cursor below it may miss a delete.
+    func tombstoneHorizon() throws -> Version
+    /// A random key made once per database, which signs cursors (every server process on the
+    /// database accepts the others' cursors).
+    func cursorKey() throws -> [UInt8]
+}

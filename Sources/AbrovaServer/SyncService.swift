@@ -1,0 +1,232 @@
+import AbrovaCore
+import AbrovaWire
+import Foundation
+
+/// How a sync service is set up.
+public struct ServiceConfiguration: Sendable {
+    /// Limits on batches and pages.
+    public var limits: WireLimits
+    /// How long a deleted document's tombstone is kept. A client whose cursor is older than a
+    /// removed tombstone is told to resync (410) rather than miss the delete.
+    public var tombstoneRetention: TimeInterval
+    /// The server's clock (injected so that tests can move time).
+    public var clock: @Sendable () -> Date
+    /// Where the service reports failures it answers with 500.
+    public var log: @Sendable (String) -> Void
+    /// Called after a push commits, before its answer is sent. For tests: a hook that throws makes
+    /// the answer a 500, as if the connection broke after the commit.
+    public var afterPushCommit: (@Sendable (PushRequest) throws -> Void)?
+
+    /// A configuration; tombstones are kept 30 days by default.
+    public init(limits: WireLimits = WireLimits(), tombstoneRetention: TimeInterval = 30 * 24 * 3600,
+                clock: @escaping @Sendable () -> Date = { Date() }, log: @escaping @Sendable (String) -> Void = { _ in },
+                afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) {
+        self.limits = limits
+        self.tombstoneRetention = tombstoneRetention
+        self.clock = clock
+        self.log = log
+        self.afterPushCommit = afterPushCommit
+    }
+}
+
+/// The sync server's logic, independent of HTTP: pushes, pulls and online reads, each on behalf
+/// of an authenticated caller and checked against the security rules.
+///
+/// Safe to call from any thread; each call blocks until its store answers.
+public final class SyncService: Sendable {
+    /// Where documents live.
+    public let store: any ServerStore
+    /// The rules of every collection.
+    public let rules: RuleBook
+    /// The set-up.
+    public let configuration: ServiceConfiguration
+    private let cursors: CursorCodec
+
+    /// A service over `store`.
+    ///
+    /// - Throws: `RequestError` 500 when the store cannot be read.
+    public init(store: any ServerStore, rules: RuleBook = RuleBook(), configuration: ServiceConfiguration = ServiceConfiguration()) throws(RequestError) {
+        self.store = store
+        self.rules = rules
+        self.configuration = configuration
+        let log = configuration.log
+        cursors = CursorCodec(key: try Self.storeCall(log: log) { try store.cursorKey() })
+    }
+
+    // MARK: - Push
+
+    /// Applies a batch in one transaction together with its dedupe record and its answer, and
+    /// returns the answer's body (a `PushResponse`). A retried batch gets the stored answer, byte
+    /// for byte.
+    ///
+    /// - Throws: `RequestError`: 401 without a user; 403 when the client id belongs to another
+    ///   user; 409 for a batch number below the client's last; 422 for the last number with a
+    ///   different body; 500 when the store fails (nothing is applied then).
+    public func push(_ request: PushRequest, caller: Caller) throws(RequestError) -> [UInt8] {
+        guard let user = caller.userID else {
+            throw RequestError(statusCode: 401, message: "pushing needs a signed-in user (Authorization: Bearer token)")
+        }
+        let batch = request.batch
+        let digest = SHA256.hash(request.body)
+        let now = configuration.clock()
+        let answer = try Self.storeCall(log: configuration.log) {
+            try store.write { transaction in
+                if let record = try transaction.client(batch.clientID) {
+                    guard record.userID == user else {
+                        throw RequestError(statusCode: 403, message: "client id \(batch.clientID) belongs to another user")
+                    }
+                    if batch.sequence == record.sequence {
+                        guard HMACSHA256.isEqual(record.digest, digest) else {
+                            throw RequestError(statusCode: 422, message: "batch \(batch.sequence) of this client was applied with another body; a new batch needs a new number")
+                        }
+                        return record.answer
+                    }
+                    guard batch.sequence > record.sequence else {
+                        throw RequestError(statusCode: 409, message: "batch \(batch.sequence) is older than batch \(record.sequence), the last this client sent")
+                    }
+                }
+                var results: [ChangeResult] = []
+                results.reserveCapacity(batch.changes.count)
+                for change in batch.changes {
+                    results.append(try apply(change, strategy: request.strategy, caller: caller, user: user, at: now, in: transaction))
+                }
+                let answer = PushResponse(results: results).body
+                try transaction.saveClient(ClientRecord(clientID: batch.clientID, userID: user, sequence: batch.sequence,
+                                                        digest: digest, answer: answer))
+                return answer
+            }
+        }
+        if let hook = configuration.afterPushCommit {
+            do {
+                try hook(request)
+            } catch {
+                throw RequestError(statusCode: 500, message: "the answer was lost after the commit (test hook): \(error)")
+            }
+        }
+        return answer
+    }
+
+    /// Joins one change into its document: settled by the strategy, checked by the rules, saved at
+    /// a new version. A change that cannot be applied is refused on its own; the others go on.
+    private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, at now: Date,
+                       in transaction: any ServerTransaction) throws -> ChangeResult {
+        let rules = rules.rules(for: change.key.collection)
+        let before = try transaction.document(change.key)
+        var state = before?.state ?? DocumentState()
+        // Every change takes a version, applied or not: versions are unique and follow commit
+        // order; they need not be dense.
+        let version = try transaction.nextVersion()
+        let report: JoinReport
+        do {
+            report = try strategy.apply(change.delta, to: &state, version: version)
+        } catch {
+            return .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.description)")
+        }
+        let after = StoredDocument(key: change.key, owner: before?.owner ?? user, version: version, state: state)
+        guard rules.allowsWrite(before: before, after: after, by: caller) else {
+            return .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse this write to \(change.key)")
+        }
+        do {
+            try rules.validate(after)
+        } catch {
+            return .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.message)")
+        }
+        if strategy == .manual && !report.conflicts.isEmpty {
+            let server = before ?? StoredDocument(key: change.key, owner: user, version: .zero, state: DocumentState())
+            guard rules.allowsRead(server, by: caller) else {
+                return .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse reading \(change.key)")
+            }
+            return .unresolved(state: server.state, conflicts: report.conflicts)
+        }
+        try transaction.saveDocument(after, at: now)
+        // A caller who may write but not read gets only what this change wrote.
+        return .applied(version: version, state: rules.allowsRead(after, by: caller) ? state : report.changes,
+                        conflicts: report.conflicts)
+    }
+
+    // MARK: - Pull
+
+    /// The documents the caller may read that changed after `cursor`, in version order,
+    /// tombstones included, at most `limit` (500 when `nil`).
+    ///
+    /// - Throws: `RequestError`: 400 for a cursor this database did not make, a limit out of
+    ///   range or a bad collection name; 410 when tombstones newer than the cursor were removed
+    ///   (the client must pull from the beginning); 500 when the store fails.
+    public func pull(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(RequestError) -> PullResponse {
+        let limit = limit ?? min(500, configuration.limits.maximumPageSize)
+        guard limit >= 1, limit <= configuration.limits.maximumPageSize else {
+            throw RequestError.invalid("limit must be 1 to \(configuration.limits.maximumPageSize) (maximumPageSize)")
+        }
+        if let collections {
+            guard collections.count <= 100 else { throw RequestError.invalid("a pull names at most 100 collections") }
+            for collection in collections {
+                do { try DocumentKey(collection: collection, id: "x").validate() } catch { throw RequestError(error, context: "collections") }
+            }
+        }
+        let after = try cursors.version(of: cursor)
+        let horizon = try Self.storeCall(log: configuration.log) { try store.tombstoneHorizon() }
+        if after > .zero, after < horizon {
+            throw RequestError(statusCode: 410, message: "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
+        }
+        // Unreadable documents are skipped, so a page is scanned in rounds until it is full; a
+        // bounded number of rounds keeps one request's work bounded, and the cursor moves past
+        // everything scanned.
+        var documents: [ServerDocument] = []
+        var position = after
+        var hasMore = false
+        scan: for _ in 0..<8 {
+            let rows = try Self.storeCall(log: configuration.log) {
+                try store.changes(after: position, limit: limit, collections: collections)
+            }
+            for row in rows {
+                position = row.version
+                guard rules.rules(for: row.key.collection).allowsRead(row, by: caller) else { continue }
+                documents.append(row.serverDocument)
+                if documents.count == limit {
+                    hasMore = true
+                    break scan
+                }
+            }
+            hasMore = rows.count == limit
+            if !hasMore { break }
+        }
+        return PullResponse(documents: documents, cursor: cursors.cursor(for: position), hasMore: hasMore)
+    }
+
+    // MARK: - Read
+
+    /// A document, read online.
+    ///
+    /// - Throws: `RequestError`: 403 when the rules refuse the read; 404 when it does not exist
+    ///   or was deleted; 400 for a bad key; 500 when the store fails.
+    public func document(_ key: DocumentKey, caller: Caller) throws(RequestError) -> ServerDocument {
+        do { try key.validate() } catch { throw RequestError(error) }
+        let stored = try Self.storeCall(log: configuration.log) { try store.document(key) }
+        if let stored, !rules.rules(for: key.collection).allowsRead(stored, by: caller) {
+            throw RequestError(statusCode: 403, message: "the rules of \(key.collection) refuse reading \(key)")
+        }
+        guard let stored, stored.state.exists else { throw RequestError(statusCode: 404, message: "no document \(key)") }
+        return stored.serverDocument
+    }
+
+    /// Removes tombstones older than the retention.
+    ///
+    /// - Throws: `RequestError` 500 when the store fails.
+    public func purgeExpiredTombstones() throws(RequestError) {
+        let cutoff = configuration.clock().addingTimeInterval(-configuration.tombstoneRetention)
+        _ = try Self.storeCall(log: configuration.log) { try store.purgeTombstones(deletedBefore: cutoff) }
+    }
+
+    /// Runs a store call; a `RequestError` thrown inside passes through, any other failure is
+    /// logged and answered 500 without its details (which may name tables and statements).
+    private static func storeCall<Result>(log: @Sendable (String) -> Void, _ body: () throws -> Result) throws(RequestError) -> Result {
+        do {
+            return try body()
+        } catch let error as RequestError {
+            throw error
+        } catch {
+            log("store failure: \(error)")
+            throw RequestError(statusCode: 500, message: "the server's store failed; try again later")
+        }
+    }
+}

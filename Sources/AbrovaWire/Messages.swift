@@ -1,0 +1,355 @@
+import AbrovaCore
+
+// The bodies of the sync protocol (Spec/protocol.md) and their JSON forms. Requests are read
+// strictly: an unknown key, a wrong type or a value out of range is a 400 that names it, so a
+// client's mistake is never silently ignored. Answers are written as canonical JSON.
+
+/// Limits a server puts on requests; each refusal names the limit it hit.
+public struct WireLimits: Hashable, Sendable {
+    /// The most changes in one pushed batch.
+    public var maximumChanges: Int
+    /// The most documents in one pulled page.
+    public var maximumPageSize: Int
+
+    /// Limits with the defaults: 1,000 changes a batch, 1,000 documents a page.
+    public init(maximumChanges: Int = 1_000, maximumPageSize: Int = 1_000) {
+        self.maximumChanges = maximumChanges
+        self.maximumPageSize = maximumPageSize
+    }
+}
+
+/// A pushed batch: the client's changes and the strategy that settles their conflicts.
+public struct PushRequest: Hashable, Sendable {
+    /// The changes, with the client id and batch number that make the batch idempotent.
+    public var batch: Batch
+    /// How the server settles conflicts in this batch.
+    public var strategy: ConflictStrategy
+
+    /// A push of `batch` under `strategy`.
+    public init(batch: Batch, strategy: ConflictStrategy) {
+        self.batch = batch
+        self.strategy = strategy
+    }
+
+    /// The JSON form: `{"batchSeq", "changes": [{"collection", "id", "delta", "writes"}], "clientId", "strategy"}`.
+    public var encoded: Value {
+        guard case .map(var parts) = batch.encoded else { return .null }
+        parts["strategy"] = .string(strategy.rawValue)
+        return .map(parts)
+    }
+
+    /// The canonical JSON body; a retry of the same batch has the same bytes.
+    public var body: [UInt8] {
+        var bytes: [UInt8] = []
+        encoded.writeCanonicalJSON(to: &bytes)
+        return bytes
+    }
+
+    /// Reads a push body, checking every part.
+    ///
+    /// - Throws: `RequestError` 400 naming what is malformed (413 for too many changes or a
+    ///   value too large).
+    public init(body: some Collection<UInt8>, limits: WireLimits = WireLimits()) throws(RequestError) {
+        let value: Value
+        do {
+            value = try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)
+        } catch {
+            throw RequestError(error, context: "the body is not valid JSON")
+        }
+        let parts = try fields(of: value, allowed: ["clientId", "batchSeq", "strategy", "changes"], in: "the push")
+        let clientID = try string(parts["clientId"], named: "clientId")
+        try checkClientID(clientID)
+        guard case .int(let sequence)? = parts["batchSeq"], sequence >= 1 else {
+            throw RequestError.invalid("batchSeq must be an integer from 1")
+        }
+        guard let strategy = ConflictStrategy(rawValue: try string(parts["strategy"], named: "strategy")) else {
+            throw RequestError.invalid("strategy must be one of serverWins, clientWins, merge, manual")
+        }
+        guard case .array(let items)? = parts["changes"] else { throw RequestError.invalid("changes must be an array") }
+        guard items.count <= limits.maximumChanges else {
+            throw RequestError(statusCode: 413, message: "the batch holds \(items.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
+        }
+        var changes: [BatchChange] = []
+        changes.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            changes.append(try Self.change(item, at: index))
+        }
+        self.init(batch: Batch(clientID: clientID, sequence: sequence, changes: changes), strategy: strategy)
+    }
+
+    private static func change(_ item: Value, at index: Int) throws(RequestError) -> BatchChange {
+        let context = "changes[\(index)]"
+        if let parts = item.mapValue {
+            for owned in ["version", "owner"] where parts[owned] != nil {
+                throw RequestError.invalid("\(context): \(owned) is set by the server; a change may not carry it")
+            }
+        }
+        let parts = try fields(of: item, allowed: ["collection", "id", "delta", "writes"], in: context)
+        let key = DocumentKey(collection: try string(parts["collection"], named: "\(context).collection"),
+                              id: try string(parts["id"], named: "\(context).id"))
+        do {
+            try key.validate()
+        } catch {
+            throw RequestError(error, context: context)
+        }
+        var writes = 1
+        if let count = parts["writes"] {
+            guard case .int(let number) = count, number >= 1, number <= Int64(Int32.max) else {
+                throw RequestError.invalid("\(context).writes must be a positive integer")
+            }
+            writes = Int(number)
+        }
+        guard let encodedDelta = parts["delta"] else { throw RequestError.invalid("\(context).delta is missing") }
+        _ = try fields(of: encodedDelta, allowed: ["create", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
+                       in: "\(context).delta")
+        let delta: DocumentDelta
+        do {
+            delta = try DocumentDelta(encoded: encodedDelta)
+        } catch {
+            throw RequestError(error, context: "\(context) (\(key))")
+        }
+        guard !delta.isEmpty else { throw RequestError.invalid("\(context) (\(key)) changes nothing") }
+        return BatchChange(key: key, delta: delta, writes: writes)
+    }
+}
+
+/// The server's answer to a push: one result per change, in the batch's order.
+public struct PushResponse: Hashable, Sendable {
+    /// The results, one per change.
+    public var results: [ChangeResult]
+
+    /// An answer holding `results`.
+    public init(results: [ChangeResult]) { self.results = results }
+
+    /// The JSON form: `{"results": [...]}` where a result is `{"status": "applied", "version",
+    /// "state", "conflicts"}`, `{"status": "conflict", "state", "conflicts"}` or
+    /// `{"status": "rejected", "statusCode", "message"}`.
+    public var encoded: Value {
+        .map(["results": .array(results.map { result in
+            switch result {
+            case .applied(let version, let state, let conflicts):
+                .map(["status": "applied", "version": version.wire, "state": state.encoded,
+                      "conflicts": .array(conflicts.map(\.wire))])
+            case .unresolved(let state, let conflicts):
+                .map(["status": "conflict", "state": state.encoded, "conflicts": .array(conflicts.map(\.wire))])
+            case .rejected(let statusCode, let message):
+                .map(["status": "rejected", "statusCode": .int(Int64(statusCode)), "message": .string(message)])
+            }
+        })])
+    }
+
+    /// The canonical JSON body.
+    public var body: [UInt8] {
+        var bytes: [UInt8] = []
+        encoded.writeCanonicalJSON(to: &bytes)
+        return bytes
+    }
+
+    /// Reads a push answer.
+    ///
+    /// - Throws: `RequestError` 400 when the body is not one.
+    public init(body: some Collection<UInt8>) throws(RequestError) {
+        let parts = try fields(of: try parse(body), allowed: ["results"], in: "the push answer")
+        guard case .array(let items)? = parts["results"] else { throw RequestError.invalid("results must be an array") }
+        var results: [ChangeResult] = []
+        for (index, item) in items.enumerated() {
+            let context = "results[\(index)]"
+            let result = try fields(of: item, allowed: ["status", "version", "state", "conflicts", "statusCode", "message"], in: context)
+            switch try string(result["status"], named: "\(context).status") {
+            case "applied":
+                results.append(.applied(version: try Version(wire: result["version"], named: "\(context).version"),
+                                        state: try state(result["state"], in: context),
+                                        conflicts: try conflicts(result["conflicts"], in: context)))
+            case "conflict":
+                results.append(.unresolved(state: try state(result["state"], in: context),
+                                           conflicts: try conflicts(result["conflicts"], in: context)))
+            case "rejected":
+                guard case .int(let status)? = result["statusCode"], (400...599).contains(status) else {
+                    throw RequestError.invalid("\(context).statusCode must be an HTTP error status")
+                }
+                results.append(.rejected(statusCode: Int(status), message: try string(result["message"], named: "\(context).message")))
+            case let other:
+                throw RequestError.invalid("\(context).status \"\(other)\" is not applied, conflict or rejected")
+            }
+        }
+        self.init(results: results)
+    }
+}
+
+/// A document as the server sends it: its key, the version of its last change and its state
+/// (a deleted document is a tombstone: its state says it does not exist).
+public struct ServerDocument: Hashable, Sendable {
+    /// Which document.
+    public var key: DocumentKey
+    /// The version of its last change.
+    public var version: Version
+    /// Its state.
+    public var state: DocumentState
+
+    /// A document at `version`.
+    public init(key: DocumentKey, version: Version, state: DocumentState) {
+        self.key = key
+        self.version = version
+        self.state = state
+    }
+
+    /// The JSON form: `{"collection", "id", "version", "deleted", "state", "data"}`; `data` (the
+    /// document, for readers that do not need the state) only when it exists.
+    public var encoded: Value {
+        var parts: [String: Value] = [
+            "collection": .string(key.collection), "id": .string(key.id), "version": version.wire,
+            "deleted": .bool(!state.exists), "state": state.encoded,
+        ]
+        if let document = state.document { parts["data"] = document }
+        return .map(parts)
+    }
+
+    init(wire value: Value, in context: String) throws(RequestError) {
+        let parts = try fields(of: value, allowed: ["collection", "id", "version", "deleted", "state", "data"], in: context)
+        key = DocumentKey(collection: try string(parts["collection"], named: "\(context).collection"),
+                          id: try string(parts["id"], named: "\(context).id"))
+        version = try Version(wire: parts["version"], named: "\(context).version")
+        state = try AbrovaWire.state(parts["state"], in: context)
+    }
+
+    /// The canonical JSON body of an online read's answer.
+    public var body: [UInt8] {
+        var bytes: [UInt8] = []
+        encoded.writeCanonicalJSON(to: &bytes)
+        return bytes
+    }
+
+    /// Reads an online read's answer.
+    ///
+    /// - Throws: `RequestError` 400 when the body is not one.
+    public init(body: some Collection<UInt8>) throws(RequestError) {
+        try self.init(wire: try parse(body), in: "the document")
+    }
+}
+
+/// A page of a pull: the documents changed after the cursor, in version order, and the cursor to
+/// ask from next.
+public struct PullResponse: Hashable, Sendable {
+    /// The documents, tombstones included.
+    public var documents: [ServerDocument]
+    /// Where the next pull starts.
+    public var cursor: String
+    /// Whether more changes wait after this page.
+    public var hasMore: Bool
+
+    /// A page.
+    public init(documents: [ServerDocument], cursor: String, hasMore: Bool) {
+        self.documents = documents
+        self.cursor = cursor
+        self.hasMore = hasMore
+    }
+
+    /// The JSON form: `{"cursor", "documents": [...], "hasMore"}`.
+    public var encoded: Value {
+        .map(["documents": .array(documents.map(\.encoded)), "cursor": .string(cursor), "hasMore": .bool(hasMore)])
+    }
+
+    /// The canonical JSON body.
+    public var body: [UInt8] {
+        var bytes: [UInt8] = []
+        encoded.writeCanonicalJSON(to: &bytes)
+        return bytes
+    }
+
+    /// Reads a page.
+    ///
+    /// - Throws: `RequestError` 400 when the body is not one.
+    public init(body: some Collection<UInt8>) throws(RequestError) {
+        let parts = try fields(of: try parse(body), allowed: ["documents", "cursor", "hasMore"], in: "the page")
+        guard case .array(let items)? = parts["documents"], case .bool(let hasMore)? = parts["hasMore"] else {
+            throw RequestError.invalid("a page needs documents and hasMore")
+        }
+        var documents: [ServerDocument] = []
+        for (index, item) in items.enumerated() { documents.append(try ServerDocument(wire: item, in: "documents[\(index)]")) }
+        self.init(documents: documents, cursor: try string(parts["cursor"], named: "cursor"), hasMore: hasMore)
+    }
+}
+
+/// Checks a client id: 1 to 128 ASCII letters, digits, `-` or `_` (a UUID fits).
+///
+/// - Throws: `RequestError` 400.
+public func checkClientID(_ clientID: String) throws(RequestError) {
+    let isValid = !clientID.isEmpty && clientID.utf8.count <= 128 && clientID.utf8.allSatisfy { byte in
+        (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || byte == 0x2D || byte == 0x5F
+    }
+    guard isValid else { throw RequestError.invalid("clientId must be 1 to 128 ASCII letters, digits, - or _") }
+}
+
+// MARK: - Reading parts
+
+private func parse(_ body: some Collection<UInt8>) throws(RequestError) -> Value {
+    do {
+        return try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)
+    } catch {
+        throw RequestError(error, context: "the body is not valid JSON")
+    }
+}
+
+/// The entries of a map whose keys are all in `allowed`.
+private func fields(of value: Value, allowed: Set<String>, in context: String) throws(RequestError) -> [String: Value] {
+    guard case .map(let parts) = value else { throw RequestError.invalid("\(context) must be a JSON object") }
+    if let unknown = parts.keys.first(where: { !allowed.contains($0) }) {
+        throw RequestError.invalid("\(context) has an unknown key \"\(unknown.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
+    }
+    return parts
+}
+
+private func string(_ value: Value?, named name: String) throws(RequestError) -> String {
+    guard case .string(let text)? = value else { throw RequestError.invalid("\(name) must be a string") }
+    return text
+}
+
+private func state(_ value: Value?, in context: String) throws(RequestError) -> DocumentState {
+    guard let value else { throw RequestError.invalid("\(context).state is missing") }
+    do {
+        return try DocumentState(encoded: value)
+    } catch {
+        throw RequestError(error, context: "\(context).state")
+    }
+}
+
+private func conflicts(_ value: Value?, in context: String) throws(RequestError) -> [Conflict] {
+    guard case .array(let items)? = value else { throw RequestError.invalid("\(context).conflicts must be an array") }
+    var conflicts: [Conflict] = []
+    for (index, item) in items.enumerated() {
+        let name = "\(context).conflicts[\(index)]"
+        let parts = try fields(of: item, allowed: ["path", "serverValue", "clientValue", "outcome"], in: name)
+        guard let outcome = Conflict.Outcome(rawValue: try string(parts["outcome"], named: "\(name).outcome")) else {
+            throw RequestError.invalid("\(name).outcome is not serverWon, clientWon, merged or unresolved")
+        }
+        let dotted = try string(parts["path"], named: "\(name).path")
+        let path: FieldPath
+        do {
+            path = try FieldPath(dotted)
+        } catch {
+            throw RequestError(error, context: name)
+        }
+        conflicts.append(Conflict(path: path, serverValue: parts["serverValue"], clientValue: parts["clientValue"], outcome: outcome))
+    }
+    return conflicts
+}
+
+extension Conflict {
+    /// `{"path", "outcome", "serverValue"?, "clientValue"?}`: an absent side (removed, deleted,
+    /// never there) is left out.
+    var wire: Value {
+        var parts: [String: Value] = ["path": .string(path.dotted), "outcome": .string(outcome.rawValue)]
+        if let serverValue { parts["serverValue"] = serverValue }
+        if let clientValue { parts["clientValue"] = clientValue }
+        return .map(parts)
+    }
+}
+
+extension Version {
+    var wire: Value { .int(Int64(bitPattern: rawValue)) }
+
+    init(wire value: Value?, named name: String) throws(RequestError) {
+        guard case .int(let number)? = value, number >= 0 else { throw RequestError.invalid("\(name) must be a non-negative integer") }
+        self.init(UInt64(number))
+    }
+}

@@ -1,0 +1,256 @@
+import AbrovaCore
+@testable import AbrovaServer
+import AbrovaTestSupport
+import AbrovaWire
+import Foundation
+import Synchronization
+import Testing
+
+func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
+
+/// A value shared between test tasks and the code under test.
+final class Locked<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value { storage.withLock { $0 } }
+    func update<Result: Sendable>(_ body: @Sendable (inout Value) -> Result) -> Result { storage.withLock { body(&$0) } }
+}
+
+/// A service on a fresh SQLite store, with helpers to push and pull as a user.
+final class ServiceFixture: Sendable {
+    let folder = TemporaryFolder()
+    let service: SyncService
+    let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
+
+    init(rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), retention: TimeInterval = 3_600,
+         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
+        let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
+        let clock = now
+        service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
+            limits: limits, tombstoneRetention: retention, clock: { clock.value }, afterPushCommit: afterPushCommit))
+    }
+
+    func advance(by seconds: TimeInterval) { now.update { $0 += seconds } }
+
+    @discardableResult
+    func push(_ changes: [(DocumentKey, DocumentDelta)], as user: String, client: String = "client-a", sequence: Int64,
+              strategy: ConflictStrategy = .merge) throws(RequestError) -> [ChangeResult] {
+        let request = makeRequest(changes, client: client, sequence: sequence, strategy: strategy)
+        return try PushResponse(body: try service.push(request, caller: .user(user))).results
+    }
+
+    func pullAll(as caller: Caller, limit: Int = 1_000) throws(RequestError) -> [ServerDocument] {
+        var cursor: String?
+        var documents: [ServerDocument] = []
+        while true {
+            let page = try service.pull(cursor: cursor, limit: limit, caller: caller)
+            documents += page.documents
+            cursor = page.cursor
+            if !page.hasMore { return documents }
+        }
+    }
+}
+
+func makeRequest(_ changes: [(DocumentKey, DocumentDelta)], client: String = "client-a", sequence: Int64,
+                 strategy: ConflictStrategy = .merge) -> PushRequest {
+    PushRequest(batch: Batch(clientID: client, sequence: sequence, changes: changes.map { BatchChange(key: $0.0, delta: $0.1, writes: 1) }),
+                strategy: strategy)
+}
+
+/// The status of the `RequestError` that `body` throws; `nil` when it succeeds, -1 for another error.
+func statusOf(_ body: () throws -> Void) -> Int? {
+    do {
+        try body()
+        return nil
+    } catch let error as RequestError {
+        return error.statusCode
+    } catch {
+        return -1
+    }
+}
+
+@Suite struct PushTests {
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    @Test func aPushIsAppliedAtNewVersionsAndARetryGetsTheStoredAnswerByteForByte() throws {
+        let fixture = try ServiceFixture()
+        let other = DocumentKey(collection: "carts", id: "c2")
+        let request = makeRequest([(cart, try .create(["qty": 1], base: .zero)), (other, try .create(["qty": 2], base: .zero))], sequence: 1)
+        let first = try fixture.service.push(request, caller: .user("ana"))
+        let results = try PushResponse(body: first).results
+        guard case .applied(let v1, let state1, [])? = results.first, case .applied(let v2, _, [])? = results.last else {
+            Issue.record("not applied: \(results)")
+            return
+        }
+        #expect(v1 < v2 && state1.document == ["qty": 1])
+        let retry = try fixture.service.push(request, caller: .user("ana"))
+        #expect(retry == first)
+        let documents = try fixture.pullAll(as: .user("ana"))
+        #expect(documents.map(\.key) == [cart, other] && documents.map(\.version) == [v1, v2])
+    }
+
+    @Test func aReusedNumberWithAnotherBodyIsRefused422AndAnOlderNumber409() throws {
+        let fixture = try ServiceFixture()
+        try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 5)
+        #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 5) } == 422)
+        #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 4) } == 409)
+        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 1])
+    }
+
+    @Test func aClientIdBelongsToItsFirstUser() throws {
+        let fixture = try ServiceFixture()
+        let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], client: "ana-phone", sequence: 1)
+        _ = try fixture.service.push(request, caller: .user("ana"))
+        // Ben cannot replay Ana's batch, nor send his own under her client id.
+        #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ben")) } == 403)
+        #expect(statusOf {
+            try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try! .create(["x": 1], base: .zero))], as: "ben",
+                             client: "ana-phone", sequence: 2)
+        } == 403)
+        #expect(statusOf { _ = try fixture.service.push(request, caller: .anonymous) } == 401)
+        #expect(try fixture.pullAll(as: .user("ana")).count == 1)
+    }
+
+    @Test func aChangeThatCannotBeAppliedIsRefusedOnItsOwnAndTheOthersApply() throws {
+        let fixture = try ServiceFixture(rules: RuleBook(collections: [
+            "orders": PresetRules(read: .owner, write: .owner, requiredFields: [path("total")]),
+        ]))
+        let missing = DocumentKey(collection: "carts", id: "never-created")
+        let order = DocumentKey(collection: "orders", id: "o1")
+        let results = try fixture.push([
+            (missing, try .update(set: [path("qty"): 1], base: .zero)),
+            (order, try .create(["items": 3], base: .zero)),
+            (cart, try .create(["qty": 1], base: .zero)),
+        ], as: "ana", sequence: 1)
+        guard case .rejected(404, _) = results[0], case .rejected(400, let message) = results[1], case .applied = results[2] else {
+            Issue.record("unexpected results: \(results)")
+            return
+        }
+        #expect(message.contains("total"))
+        #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [cart])
+    }
+
+    @Test func underManualAConflictingChangeIsNotAppliedAndTheServersDocumentIsReturned() throws {
+        let fixture = try ServiceFixture()
+        let created = try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
+        guard case .applied(let base, _, _) = created[0] else { return }
+        try fixture.push([(cart, try .update(set: [path("qty"): 2], base: base))], as: "ana", client: "ana-laptop", sequence: 1)
+        let results = try fixture.push([(cart, try .update(set: [path("qty"): 3], base: base))], as: "ana", sequence: 2, strategy: .manual)
+        guard case .unresolved(let server, let conflicts) = results[0] else {
+            Issue.record("not unresolved: \(results)")
+            return
+        }
+        #expect(server.document == ["qty": 2] && conflicts.map(\.outcome) == [.unresolved])
+        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 2])
+    }
+
+    @Test func aFailureAfterTheCommitIsA500AndTheRetryGetsTheStoredAnswer() throws {
+        let failNext = Locked(true)
+        let fixture = try ServiceFixture(afterPushCommit: { _ in
+            if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
+        })
+        let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
+        #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ana")) } == 500)
+        let answer = try PushResponse(body: try fixture.service.push(request, caller: .user("ana"))).results
+        guard case .applied(let version, _, _) = answer[0] else { return }
+        let documents = try fixture.pullAll(as: .user("ana"))
+        #expect(documents.count == 1 && documents[0].version == version)
+    }
+
+    @Test func versionsAreUniqueAndIncreasingAcrossConcurrentPushers() async throws {
+        let fixture = try ServiceFixture()
+        let versions = Locked<[Version]>([])
+        await withTaskGroup(of: Void.self) { group in
+            for client in 0..<4 {
+                group.addTask {
+                    for sequence in 1...25 {
+                        let key = DocumentKey(collection: "carts", id: "c\(client)-\(sequence)")
+                        let results = try? fixture.push([(key, try! .create(["n": .int(Int64(sequence))], base: .zero))],
+                                                        as: "ana", client: "client-\(client)", sequence: Int64(sequence))
+                        if case .applied(let version, _, _)? = results?.first { versions.update { $0.append(version) } }
+                    }
+                }
+            }
+        }
+        let assigned = versions.value
+        #expect(assigned.count == 100 && Set(assigned).count == 100)
+        #expect(try fixture.pullAll(as: .user("ana"), limit: 7).map(\.version) == assigned.sorted())
+    }
+}
+
+@Suite struct PullAndReadTests {
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    @Test func pagesFollowVersionOrderAndIncludeTombstones() throws {
+        let fixture = try ServiceFixture()
+        for index in 0..<10 {
+            try fixture.push([(DocumentKey(collection: "carts", id: "c\(index)"), try .create(["n": .int(Int64(index))], base: .zero))],
+                             as: "ana", sequence: Int64(index + 1))
+        }
+        let created = try fixture.pullAll(as: .user("ana"))
+        try fixture.push([(DocumentKey(collection: "carts", id: "c0"), DocumentDelta.delete(base: created[0].version))], as: "ana", sequence: 11)
+        let page = try fixture.service.pull(cursor: nil, limit: 4, caller: .user("ana"))
+        #expect(page.documents.map(\.key.id) == ["c1", "c2", "c3", "c4"] && page.hasMore)
+        let all = try fixture.pullAll(as: .user("ana"), limit: 3)
+        #expect(all.map(\.key.id) == (1..<10).map { "c\($0)" } + ["c0"])
+        #expect(all.last?.state.exists == false)
+        #expect(all.map(\.version) == all.map(\.version).sorted())
+    }
+
+    @Test func aPullShowsOnlyWhatTheCallerMayReadNotEvenIds() throws {
+        let fixture = try ServiceFixture(rules: RuleBook(collections: ["catalog": PresetRules.publicRead]))
+        try fixture.push([(cart, try .create(["secret": "ana's"], base: .zero))], as: "ana", client: "ana", sequence: 1)
+        try fixture.push([(DocumentKey(collection: "catalog", id: "p1"), try .create(["name": "milk"], base: .zero))], as: "ana",
+                         client: "ana", sequence: 2)
+        try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try .create(["mine": true], base: .zero))], as: "ben",
+                         client: "ben", sequence: 1)
+        #expect(try fixture.pullAll(as: .user("ben"), limit: 1).map(\.key.id) == ["p1", "b1"])
+        #expect(try fixture.pullAll(as: .anonymous).map(\.key.id) == ["p1"])
+        #expect(statusOf { _ = try fixture.service.document(cart, caller: .user("ben")) } == 403)
+        #expect(statusOf { _ = try fixture.service.document(DocumentKey(collection: "carts", id: "none"), caller: .user("ben")) } == 404)
+        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
+        // Ben may not overwrite Ana's cart either; the refusal changes nothing.
+        let results = try fixture.push([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], as: "ben", client: "ben", sequence: 2,
+                                       strategy: .clientWins)
+        guard case .rejected(403, _) = results[0] else { Issue.record("\(results)"); return }
+        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
+    }
+
+    @Test func aTamperedCursorIsRefusedAndACursorPastExpiredTombstonesMustResync() throws {
+        let fixture = try ServiceFixture(retention: 3_600)
+        try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
+        let page = try fixture.service.pull(cursor: nil, caller: .user("ana"))
+        var tampered = Array(page.cursor)
+        tampered[5] = tampered[5] == "A" ? "B" : "A"
+        #expect(statusOf { _ = try fixture.service.pull(cursor: String(tampered), caller: .user("ana")) } == 400)
+        #expect(statusOf { _ = try fixture.service.pull(cursor: "c1.garbage", caller: .user("ana")) } == 400)
+        #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: 0, caller: .user("ana")) } == 400)
+        #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: -5, caller: .user("ana")) } == 400)
+        #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: 1_000_000, caller: .user("ana")) } == 400)
+
+        let other = DocumentKey(collection: "carts", id: "c2")
+        try fixture.push([(other, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 2)
+        try fixture.push([(cart, DocumentDelta.delete(base: page.documents[0].version))], as: "ana", sequence: 3)
+        fixture.advance(by: 1_800)
+        try fixture.service.purgeExpiredTombstones()
+        #expect(try fixture.service.pull(cursor: page.cursor, caller: .user("ana")).documents.count == 2)  // still kept
+        fixture.advance(by: 3_600)
+        try fixture.service.purgeExpiredTombstones()
+        #expect(statusOf { _ = try fixture.service.pull(cursor: page.cursor, caller: .user("ana")) } == 410)
+        // From the beginning there is nothing to miss.
+        #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [other])
+    }
+
+    @Test func cursorsAndDocumentsOutliveTheServer() throws {
+        let folder = TemporaryFolder()
+        let cursor: String
+        do {
+            let service = try SyncService(store: try SQLiteServerStore(path: folder.path("s.sqlite")))
+            _ = try service.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1), caller: .user("ana"))
+            cursor = try service.pull(cursor: nil, caller: .user("ana")).cursor
+            _ = try service.push(makeRequest([(cart, try .update(set: [path("qty"): 2], base: Version(1)))], sequence: 2), caller: .user("ana"))
+        }
+        let service = try SyncService(store: try SQLiteServerStore(path: folder.path("s.sqlite")))
+        #expect(try service.pull(cursor: cursor, caller: .user("ana")).documents.map { $0.state.document } == [["qty": 2]])
+    }
+}

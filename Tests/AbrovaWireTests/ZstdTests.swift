@@ -1,0 +1,324 @@
+import AbrovaWire
+import CZstd
+import Testing
+
+@Suite struct ZstdTests {
+    // MARK: Round trips
+
+    @Test func emptyInputCompressesToAFrameThatDecompressesToEmpty() throws {
+        let frame = try Zstd.compress([])
+        #expect(!frame.isEmpty)
+        #expect(ZSTD_getFrameContentSize(frame, frame.count) == 0)
+        #expect(try Zstd.decompress(frame, limit: 0) == [])
+    }
+
+    @Test func oneByteRoundTrips() throws {
+        let frame = try Zstd.compress([0x7B])
+        #expect(try Zstd.decompress(frame, limit: 1) == [0x7B])
+    }
+
+    @Test func oneMegabyteOfJSONRoundTripsSmallerWithSizeAndChecksumRecorded() throws {
+        let json = makeJSONLikeText(byteCount: 1 << 20)
+        let frame = try Zstd.compress(json)
+        #expect(frame.count < json.count / 4)
+        #expect(ZSTD_getFrameContentSize(frame, frame.count) == UInt64(json.count))
+        #expect(header(of: frame).hasChecksum)
+        #expect(try Zstd.decompress(frame, limit: json.count) == json)
+    }
+
+    @Test func randomBytesRoundTrip() throws {
+        var generator = SeededGenerator(seed: 42)
+        for count in [2, 1_000, 131_072, 300_001] {
+            let bytes = generator.bytes(count)
+            #expect(try Zstd.decompress(Zstd.compress(bytes), limit: count) == bytes, "\(count) bytes")
+        }
+    }
+
+    @Test(arguments: [-5, 1, 3, 9, 19, 22]) func levelsRoundTrip(level: Int32) throws {
+        let json = makeJSONLikeText(byteCount: 200_000)
+        let frame = try Zstd.compress(json, level: level)
+        #expect(try Zstd.decompress(frame, limit: json.count) == json)
+    }
+
+    @Test func concatenatedFramesDecompressToTheirConcatenation() throws {
+        let first = makeJSONLikeText(byteCount: 50_000)
+        var generator = SeededGenerator(seed: 7)
+        let second = generator.bytes(20_000)
+        let body = try Zstd.compress(first) + Zstd.compress([]) + Zstd.compress(second, level: 1)
+        #expect(try Zstd.decompress(body, limit: 70_000) == first + second)
+        // The limit counts the output of all frames together.
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress(body, limit: 69_999) }
+        #expect(error?.code == .tooLarge)
+    }
+
+    @Test func limitIsInclusive() throws {
+        let json = makeJSONLikeText(byteCount: 300_000)
+        let frame = try Zstd.compress(json)
+        #expect(try Zstd.decompress(frame, limit: json.count) == json)
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: json.count - 1) }
+        #expect(error?.code == .tooLarge)
+        #expect(error?.statusCode == 413)
+    }
+
+    // MARK: Corrupt input
+
+    @Test func emptyInputIsCorrupt() {
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress([], limit: 1 << 20) }
+        #expect(error?.code == .corrupt)
+        #expect(error?.statusCode == 400)
+    }
+
+    @Test func randomBytesAreCorrupt() {
+        var generator = SeededGenerator(seed: 3)
+        for count in [1, 4, 5, 100, 10_000] {
+            let error = #expect(throws: ZstdError.self) { try Zstd.decompress(generator.bytes(count), limit: 1 << 20) }
+            #expect(error?.code == .corrupt, "\(count) random bytes")
+        }
+        let text = Array("{\"not\": \"zstd\"}".utf8)
+        #expect((#expect(throws: ZstdError.self) { try Zstd.decompress(text, limit: 1 << 20) })?.code == .corrupt)
+    }
+
+    @Test func everyFlippedByteAfterTheHeaderIsCorruptOrHarmless() throws {
+        let json = makeJSONLikeText(byteCount: 20_000)
+        let frame = try Zstd.compress(json)
+        var refusedCount = 0
+        // Past the largest header (18 bytes), where a flip could also change the window or the size.
+        for index in 18..<frame.count {
+            var damaged = frame
+            damaged[index] ^= 0x10
+            // A few bits are never read (unused table entries, padding): then the output is intact
+            // and the checksum agrees. Anything else must be refused as corrupt.
+            switch Result(catching: { () throws(ZstdError) in try Zstd.decompress(damaged, limit: 1 << 20) }) {
+            case .success(let output): #expect(output == json, "byte \(index) of \(frame.count) decoded to other content")
+            case .failure(let error):
+                #expect(error.code == .corrupt, "byte \(index) of \(frame.count)")
+                refusedCount += 1
+            }
+        }
+        #expect(refusedCount > (frame.count - 18) * 9 / 10)
+    }
+
+    @Test func aFlippedContentByteFailsTheChecksum() throws {
+        // Stored raw, so a flip changes one output byte and only the checksum can notice.
+        var generator = SeededGenerator(seed: 11)
+        let bytes = generator.bytes(10_000)
+        var frame = try Zstd.compress(bytes)
+        frame[frame.count / 2] ^= 0x01
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: 1 << 20) }
+        #expect(error?.code == .corrupt)
+        #expect(error?.message.contains("checksum") == true)
+    }
+
+    @Test func everyTruncationIsCorrupt() throws {
+        let frame = try Zstd.compress(makeJSONLikeText(byteCount: 20_000))
+        for count in 1..<frame.count {
+            let error = #expect(throws: ZstdError.self) { try Zstd.decompress(Array(frame[..<count]), limit: 1 << 20) }
+            #expect(error?.code == .corrupt, "first \(count) of \(frame.count) bytes")
+        }
+    }
+
+    @Test func trailingGarbageIsCorrupt() throws {
+        let frame = try Zstd.compress(makeJSONLikeText(byteCount: 5_000))
+        var generator = SeededGenerator(seed: 5)
+        let tails: [[UInt8]] = [[0], [0x28, 0xB5, 0x2F], Array("\n".utf8), generator.bytes(3), generator.bytes(64), Array(frame[..<10])]
+        for tail in tails {
+            let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame + tail, limit: 1 << 20) }
+            #expect(error?.code == .corrupt, "tail \(tail)")
+        }
+    }
+
+    // MARK: Bombs and lies
+
+    @Test func bombOfTwoHundredMegabytesOfZerosIsRefusedAtTheLimit() throws {
+        let bomb = try streamCompress(repeating: [UInt8](repeating: 0, count: 1 << 20), times: 200)
+        #expect(bomb.count < 100_000)
+        // Streamed with no size given, so the frame declares none.
+        #expect(ZSTD_getFrameContentSize(bomb, bomb.count) == ZSTD_CONTENTSIZE_UNKNOWN)
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress(bomb, limit: 1 << 20) }
+        #expect(error?.code == .tooLarge)
+        #expect(error?.statusCode == 413)
+        #expect(error?.message.contains("1048576") == true)
+    }
+
+    @Test func bombThatDeclaresItsSizeIsRefusedAtTheLimit() throws {
+        let bomb = try streamCompress(repeating: [UInt8](repeating: 0, count: 1 << 20), times: 200, pledging: true)
+        #expect(ZSTD_getFrameContentSize(bomb, bomb.count) == 200 << 20)
+        #expect(!header(of: bomb).isSingleSegment)  // so the window, not the size, is what is allocated
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress(bomb, limit: 1 << 20) }
+        #expect(error?.code == .tooLarge)
+    }
+
+    @Test func frameDeclaringLessThanItHoldsIsCorrupt() throws {
+        let json = makeJSONLikeText(byteCount: 100_000)
+        let frame = try Zstd.compress(json)
+        #expect(header(of: frame).isSingleSegment)
+        for declared in [0, 1_000, 99_999] as [UInt64] {
+            let lying = replacingContentSize(of: frame, with: declared)
+            #expect(ZSTD_getFrameContentSize(lying, lying.count) == declared)
+            let error = #expect(throws: ZstdError.self) { try Zstd.decompress(lying, limit: 1 << 20) }
+            #expect(error?.code == .corrupt, "declares \(declared)")
+        }
+    }
+
+    @Test func singleSegmentFrameDeclaringMoreThanItHoldsIsRefused() throws {
+        let json = makeJSONLikeText(byteCount: 100_000)
+        let frame = try Zstd.compress(json)
+        // A single-segment frame's window is its declared size, so a huge declaration is refused
+        // from the header alone, before anything is allocated.
+        let huge = replacingContentSize(of: frame, with: 4_000_000_000)
+        let hugeError = #expect(throws: ZstdError.self) { try Zstd.decompress(huge, limit: 1 << 20) }
+        #expect(hugeError?.code == .windowTooLarge)
+        // Within the window, the frame decodes and then fails the size check at its end.
+        let modest = replacingContentSize(of: frame, with: 100_001)
+        let modestError = #expect(throws: ZstdError.self) { try Zstd.decompress(modest, limit: 1 << 20) }
+        #expect(modestError?.code == .corrupt)
+    }
+
+    @Test func windowedFrameDeclaringAHugeSizeIsCorruptNotAllocated() throws {
+        let json = makeJSONLikeText(byteCount: 100_000)
+        // A 1 KiB window and a pledged size give a frame with a window descriptor and a size field.
+        let frame = try streamCompress(repeating: json, times: 1, pledging: true, windowLog: 10)
+        #expect(!header(of: frame).isSingleSegment)
+        #expect(try Zstd.decompress(frame, limit: json.count) == json)
+        let lying = replacingContentSize(of: frame, with: 4_000_000_000)
+        #expect(ZSTD_getFrameContentSize(lying, lying.count) == 4_000_000_000)
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress(lying, limit: 1 << 20) }
+        #expect(error?.code == .corrupt)
+    }
+
+    @Test func frameNeedingALargerWindowIsRefused() throws {
+        // Random data repeated at a distance of 4.5 MB: only a window past 8 MB finds the repeat.
+        var generator = SeededGenerator(seed: 27)
+        let half = generator.bytes(9 << 19)
+        let bytes = half + half
+        let frame = try streamCompress(repeating: bytes, times: 1, windowLog: 27, level: 1)
+        #expect(frame.count < half.count + half.count / 10)
+        let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: 16 << 20) }
+        #expect(error?.code == .windowTooLarge)
+        #expect(error?.statusCode == 400)
+        #expect(error?.message.contains("maximumWindowLog 23") == true)
+        #expect(try Zstd.decompress(frame, limit: 16 << 20, maximumWindowLog: 27) == bytes)
+    }
+
+    @Test func windowLogOutsideZstdsRangeIsAnInternalFailure() throws {
+        let frame = try Zstd.compress([1, 2, 3])
+        for windowLog in [0, 9, 32, Int.max] {
+            let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: 10, maximumWindowLog: windowLog) }
+            #expect(error?.code == .internalFailure, "maximumWindowLog \(windowLog)")
+            #expect(error?.statusCode == 500)
+        }
+    }
+
+    @Test func descriptionNamesTheCode() {
+        let error = ZstdError(.windowTooLarge, message: "too wide")
+        #expect(error.description == "windowTooLarge: too wide")
+    }
+}
+
+// MARK: Helpers
+
+/// A repeatable generator (SplitMix64), so a failure can be replayed from its seed.
+private struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func bytes(_ count: Int) -> [UInt8] {
+        var words = (0..<(count + 7) / 8).map { _ in next() }
+        return words.withUnsafeMutableBytes { Array($0.prefix(count)) }
+    }
+}
+
+/// Text shaped like a sync body: an array of small documents with varying values.
+private func makeJSONLikeText(byteCount: Int) -> [UInt8] {
+    var generator = SeededGenerator(seed: UInt64(byteCount))
+    var text = "["
+    var index = 0
+    while text.utf8.count < byteCount {
+        let value = generator.next()
+        text += "{\"id\":\"note-\(index)\",\"version\":\(value % 100_000),\"title\":\"Title \(value >> 40)\","
+        text += "\"done\":\(value & 1 == 0),\"tags\":[\"t\(value % 17)\",\"t\(value % 5)\"]},\n"
+        index += 1
+    }
+    return Array(text.utf8.prefix(byteCount))
+}
+
+/// The parts of a zstd frame header that the tests look at.
+private struct FrameHeader {
+    var isSingleSegment: Bool
+    var hasChecksum: Bool
+    /// Where the content size field starts and how many bytes it takes.
+    var contentSizeOffset: Int
+    var contentSizeWidth: Int
+}
+
+private func header(of frame: [UInt8]) -> FrameHeader {
+    let descriptor = frame[4]
+    let isSingleSegment = descriptor & 0x20 != 0
+    let dictionaryIDWidth = [0, 1, 2, 4][Int(descriptor & 0x03)]
+    let contentSizeWidth = [isSingleSegment ? 1 : 0, 2, 4, 8][Int(descriptor >> 6)]
+    return FrameHeader(
+        isSingleSegment: isSingleSegment, hasChecksum: descriptor & 0x04 != 0,
+        contentSizeOffset: 5 + (isSingleSegment ? 0 : 1) + dictionaryIDWidth, contentSizeWidth: contentSizeWidth)
+}
+
+/// `frame` with its content size field rewritten to declare `size` (the field keeps its width).
+private func replacingContentSize(of frame: [UInt8], with size: UInt64) -> [UInt8] {
+    let header = header(of: frame)
+    // A 2-byte field stores the size minus 256.
+    let stored = header.contentSizeWidth == 2 ? size - 256 : size
+    precondition(header.contentSizeWidth == 8 || stored < 1 << (8 * header.contentSizeWidth), "\(size) does not fit")
+    var result = frame
+    for byte in 0..<header.contentSizeWidth {
+        result[header.contentSizeOffset + byte] = UInt8(truncatingIfNeeded: stored >> (8 * UInt64(byte)))
+    }
+    return result
+}
+
+/// Compresses `chunk` repeated `times` with the streaming API, so a bomb never exists uncompressed.
+/// Declares the total size in the header only when `pledging`.
+private func streamCompress(
+    repeating chunk: [UInt8], times: Int, pledging: Bool = false, windowLog: Int32? = nil, level: Int32 = 3
+) throws -> [UInt8] {
+    let context = try #require(ZSTD_createCCtx())
+    defer { ZSTD_freeCCtx(context) }
+    try check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level))
+    try check(ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1))
+    if let windowLog { try check(ZSTD_CCtx_setParameter(context, ZSTD_c_windowLog, windowLog)) }
+    if pledging { try check(ZSTD_CCtx_setPledgedSrcSize(context, UInt64(chunk.count * times))) }
+    var frame: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: ZSTD_CStreamOutSize())
+    try chunk.withUnsafeBytes { source in
+        try buffer.withUnsafeMutableBytes { destination in
+            for round in 0...times {
+                // The last round feeds nothing and ends the frame.
+                let isLast = round == times
+                var input = ZSTD_inBuffer(src: source.baseAddress, size: isLast ? 0 : source.count, pos: 0)
+                var remaining = 1
+                while input.pos < input.size || (isLast && remaining != 0) {
+                    var output = ZSTD_outBuffer(dst: destination.baseAddress, size: destination.count, pos: 0)
+                    remaining = ZSTD_compressStream2(context, &output, &input, isLast ? ZSTD_e_end : ZSTD_e_continue)
+                    try check(remaining)
+                    frame += destination[..<output.pos]
+                }
+            }
+        }
+    }
+    return frame
+}
+
+private struct ZstdCallFailed: Error, CustomStringConvertible {
+    var description: String
+}
+
+private func check(_ result: Int) throws {
+    if ZSTD_isError(result) != 0 { throw ZstdCallFailed(description: String(cString: ZSTD_getErrorName(result))) }
+}
