@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "AbrovaCore", targets: ["AbrovaCore"]),
         .library(name: "AbrovaStore", targets: ["AbrovaStore"]),
         .library(name: "AbrovaTestSupport", targets: ["AbrovaTestSupport"]),
+        .library(name: "AbrovaServer", targets: ["AbrovaServer"]),
+        .executable(name: "abrova", targets: ["AbrovaCLI"]),
         .executable(name: "abrova-bench", targets: ["AbrovaBenchmarks"]),
         .executable(name: "abrova-store-writer", targets: ["AbrovaStoreWriter"]),
     ],
@@ -22,15 +24,23 @@ let package = Package(
         // The wire: the protocol's JSON bodies and zstd (Spec/protocol.md).
         .systemLibrary(name: "CZstd", path: "Sources/CZstd"),
         .target(name: "AbrovaWire", dependencies: ["AbrovaCore", "CZstd"]),
-        // The sync server: service, rules, stores (Spec/protocol.md).
-        .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaWire"]),
+        // libmicrohttpd from Debian's libmicrohttpd-dev, behind a tiny C target because
+        // MHD_start_daemon is variadic and some of its enums do not import by name.
+        .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        // A small HTTP/1.1 server that knows nothing of sync.
+        .target(name: "AbrovaHTTP", dependencies: ["CMicroHTTPD"]),
+        // The sync server: service, rules, stores and its HTTP routes (Spec/protocol.md).
+        .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaWire", "AbrovaHTTP"]),
+        // `abrova serve`.
+        .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
         .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport"]),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
-        .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaWire", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaHTTP"]),
+        .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,79 @@
+import AbrovaHTTP
+import AbrovaServer
+import AbrovaWire
+import Dispatch
+import Foundation
+
+/// What `abrova serve` was asked for.
+struct ServeOptions {
+    var port: UInt16 = 8080
+    var databasePath = "abrova.sqlite"
+    var rulesPath: String?
+    var authPath: String?
+    var threads = 8
+    var retentionDays = 30.0
+    var loopbackOnly = false
+}
+
+/// Writes one line to standard output at once (the log is read while the server runs).
+@Sendable func logLine(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Serves until SIGINT or SIGTERM, then finishes the requests in flight and stops.
+///
+/// Callbacks handed to C (the HTTP server's) live here, outside `main.swift`, so that they are not
+/// main-actor isolated.
+func runServer(_ options: ServeOptions) throws {
+    let rules = try options.rulesPath.map { path in try RuleBook(json: try readFile(path)) } ?? RuleBook()
+    let authenticator: any Authenticator
+    if let path = options.authPath {
+        authenticator = try ConfiguredAuthenticator(json: try readFile(path))
+    } else {
+        logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
+        authenticator = DevelopmentAuthenticator()
+    }
+    let store = try SQLiteServerStore(path: options.databasePath)
+    let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
+        tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
+    let handler = SyncHTTPHandler(service: service, authenticator: authenticator, log: logLine)
+    let server = try HTTPServer(configuration: HTTPServerConfiguration(
+        port: options.port, threadCount: options.threads, loopbackOnly: options.loopbackOnly)) { request in
+        handler.handle(request)
+    }
+    logLine("abrova serving \(options.databasePath) on port \(server.port)")
+
+    // Expired tombstones are removed hourly, and once at start.
+    let purge = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "abrova.purge"))
+    purge.schedule(deadline: .now(), repeating: .seconds(3_600))
+    purge.setEventHandler {
+        do {
+            try service.purgeExpiredTombstones()
+        } catch {
+            logLine("tombstone purge failed: \(error)")
+        }
+    }
+    purge.resume()
+
+    let stopped = DispatchSemaphore(value: 0)
+    var sources: [DispatchSourceSignal] = []
+    for signalNumber in [SIGINT, SIGTERM] {
+        signal(signalNumber, SIG_IGN)  // handled by the dispatch source instead
+        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: DispatchQueue(label: "abrova.signals"))
+        source.setEventHandler { stopped.signal() }
+        source.resume()
+        sources.append(source)
+    }
+    stopped.wait()
+    logLine("stopping: finishing requests in flight")
+    purge.cancel()
+    server.shutdown(timeout: .seconds(30))
+    logLine("stopped")
+}
+
+func readFile(_ path: String) throws -> [UInt8] {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw RequestError.invalid("cannot read \(path)")
+    }
+    return Array(data)
+}

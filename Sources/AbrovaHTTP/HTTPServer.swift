@@ -1,0 +1,358 @@
+import CMicroHTTPD
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An HTTP/1.1 server on libmicrohttpd that calls one handler per request, with the whole body.
+///
+/// The handler is called on the server's own threads: libmicrohttpd's thread pool of
+/// `threadCount` threads, never the main thread nor a Swift concurrency executor. Calls for
+/// different requests run at the same time on different threads. A handler may block (on a
+/// database, say), but holds its thread while it does, and the other connections that thread
+/// serves wait with it.
+///
+/// The server refuses, without calling the handler: bodies over `maximumBodyBytes` (413), requests
+/// beyond `maximumConcurrentRequests` (429 with `Retry-After: 1`), and requests that arrive once
+/// `shutdown` has started (503). Those answers have a JSON body `{"message":...,"statusCode":...}`.
+///
+///     let server = try HTTPServer(configuration: HTTPServerConfiguration(port: 8080)) { request in
+///         .json(status: 200, Array(#"{"path":"\#(request.path)"}"#.utf8))
+///     }
+///     // ...
+///     server.shutdown()
+///
+/// Neither `shutdown()` nor the last release of the server may happen inside its own handler:
+/// both wait for the handlers running.
+public final class HTTPServer: Sendable {
+    /// The port the server listens on (the one picked when the configuration asked for 0).
+    public let port: UInt16
+
+    private let core: ServerCore
+    /// The running daemon; nil once stopped. The lock also makes concurrent shutdowns wait for the
+    /// first one.
+    private let daemon: Mutex<OpaquePointer?>
+
+    /// Starts serving; `handler` is called on the server's threads, one call per request, with the
+    /// whole body.
+    ///
+    /// - Throws: `HTTPServerError` when a limit in `configuration` is out of range, or when the
+    ///   server cannot listen (the port is taken, say).
+    public init(
+        configuration: HTTPServerConfiguration,
+        handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
+    ) throws(HTTPServerError) {
+        try configuration.validate()
+        let core = ServerCore(configuration: configuration, handler: handler)
+        var errorNumber: Int32 = 0
+        // Unretained: `self` keeps the core alive, and stops the daemon before letting it go.
+        let started = abrova_http_start(
+            configuration.port,
+            configuration.loopbackOnly ? 1 : 0,
+            UInt32(configuration.threadCount),
+            UInt32(configuration.connectionTimeoutSeconds),
+            connectionMemoryLimit,
+            accessCallback,
+            completedCallback,
+            Unmanaged.passUnretained(core).toOpaque(),
+            &errorNumber
+        )
+        guard let started else {
+            let reason = errorNumber == 0 ? "libmicrohttpd refused to start" : String(cString: strerror(errorNumber))
+            throw HTTPServerError(message: "cannot listen on port \(configuration.port): \(reason)")
+        }
+        self.core = core
+        self.port = abrova_http_bound_port(started)
+        self.daemon = Mutex(started)
+    }
+
+    deinit {
+        shutdown()
+    }
+
+    /// Requests being handled now: from their headers' arrival until their answer is sent.
+    public var requestsInFlight: Int {
+        core.admittedRequests.load(ordering: .relaxed)
+    }
+
+    /// Per-request states alive now; tests check that every one is released.
+    var liveRequestStates: Int {
+        core.liveRequestStates.load(ordering: .relaxed)
+    }
+
+    /// Stops accepting connections, waits until requests in flight are answered (or `timeout`),
+    /// then stops the daemon.
+    ///
+    /// Once this has started, no handler is called: a request that was still arriving, or that comes
+    /// on a connection kept alive, is answered 503. New connections are refused. Calling it again
+    /// waits for the first call, then does nothing.
+    ///
+    /// A handler still running after `timeout` is not interrupted: stopping the daemon waits for
+    /// its thread to return, but its answer is not sent (the connection is closed).
+    public func shutdown(timeout: Duration = .seconds(10)) {
+        daemon.withLock { daemon in
+            guard let running = daemon else { return }
+            // Sequentially consistent, paired with `answer`: either a request sees the flag and
+            // is refused, or this loop sees it counted in `answeringRequests` and waits for it.
+            core.isShuttingDown.store(true, ordering: .sequentiallyConsistent)
+            abrova_http_quiesce(running)
+            let deadline = ContinuousClock.now.advanced(by: timeout)
+            while core.answeringRequests.load(ordering: .sequentiallyConsistent) > 0, ContinuousClock.now < deadline {
+                usleep(1_000)
+            }
+            abrova_http_stop(running)
+            daemon = nil
+        }
+    }
+}
+
+/// Memory libmicrohttpd gives each connection for its headers and its read buffer; larger buffers
+/// mean fewer calls per megabyte of body.
+private let connectionMemoryLimit = 64 * 1024
+
+extension HTTPServerConfiguration {
+    func validate() throws(HTTPServerError) {
+        guard (1...1024).contains(threadCount) else {
+            throw HTTPServerError(message: "threadCount must be between 1 and 1024, not \(threadCount)")
+        }
+        guard maximumBodyBytes >= 0 else {
+            throw HTTPServerError(message: "maximumBodyBytes must not be negative, not \(maximumBodyBytes)")
+        }
+        guard maximumConcurrentRequests >= 1 else {
+            throw HTTPServerError(message: "maximumConcurrentRequests must be at least 1, not \(maximumConcurrentRequests)")
+        }
+        guard (0...Int(UInt32.max)).contains(connectionTimeoutSeconds) else {
+            throw HTTPServerError(message: "connectionTimeoutSeconds must be between 0 and \(UInt32.max), not \(connectionTimeoutSeconds)")
+        }
+    }
+}
+
+// MARK: - The callbacks
+
+// File-scope closures without captures, so that they convert to C function pointers and are not
+// isolated to the main actor (a main-actor closure called on a libmicrohttpd thread traps).
+
+private let accessCallback: abrova_http_access_callback = { context, connection, url, method, uploadData, uploadDataSize, requestContext in
+    guard let context, let connection, let uploadDataSize, let requestContext else { return 0 }
+    let core = Unmanaged<ServerCore>.fromOpaque(context).takeUnretainedValue()
+    return core.access(
+        connection: connection,
+        url: url,
+        method: method,
+        uploadData: uploadData,
+        uploadDataSize: uploadDataSize,
+        requestContext: requestContext
+    ) ? 1 : 0
+}
+
+private let completedCallback: abrova_http_completed_callback = { context, requestContext, _ in
+    guard let context, let requestContext, let state = requestContext.pointee else { return }
+    requestContext.pointee = nil
+    let core = Unmanaged<ServerCore>.fromOpaque(context).takeUnretainedValue()
+    // Balances the passRetained of the request's first call: called once per request, whether it
+    // was answered, aborted by the client, timed out, or cut off by the daemon stopping.
+    core.complete(Unmanaged<RequestState>.fromOpaque(state).takeRetainedValue())
+}
+
+private let headerVisitor: abrova_http_value_visitor = { context, key, value in
+    guard let context, let key else { return }
+    let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.headers[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+}
+
+private let queryVisitor: abrova_http_value_visitor = { context, key, value in
+    guard let context, let key else { return }
+    let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.query[percentDecoded(String(cString: key))] = value.map { percentDecoded(String(cString: $0)) } ?? ""
+}
+
+// MARK: - Requests
+
+/// One request between libmicrohttpd's calls. Only the thread that serves its connection touches
+/// it, and it is reached only through the raw pointer libmicrohttpd keeps for the request.
+private final class RequestState {
+    let core: ServerCore
+    let method: String
+    let path: String
+    var headers: [String: String] = [:]
+    var query: [String: String] = [:]
+    var body: [UInt8] = []
+    /// Body bytes received, kept or not.
+    var receivedBytes = 0
+    var isTooLarge = false
+    /// Counted in `admittedRequests`.
+    var isAdmitted = false
+    /// Counted in `answeringRequests`.
+    var isAnswering = false
+    var hasResponse = false
+
+    init(core: ServerCore, method: String, path: String) {
+        self.core = core
+        self.method = method
+        self.path = path
+        core.liveRequestStates.add(1, ordering: .relaxed)
+    }
+
+    deinit {
+        core.liveRequestStates.subtract(1, ordering: .relaxed)
+    }
+}
+
+/// What the callbacks share: the handler, the limits and the counters.
+private final class ServerCore: Sendable {
+    let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    let maximumBodyBytes: Int
+    let maximumConcurrentRequests: Int
+    /// Requests past the admission checks and not yet completed (`maximumConcurrentRequests`).
+    let admittedRequests = Atomic<Int>(0)
+    /// Requests whose body is in and whose answer is not yet sent: `shutdown` waits for these.
+    let answeringRequests = Atomic<Int>(0)
+    let isShuttingDown = Atomic<Bool>(false)
+    /// `RequestState`s allocated and not yet freed.
+    let liveRequestStates = Atomic<Int>(0)
+
+    init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+        self.handler = handler
+        self.maximumBodyBytes = configuration.maximumBodyBytes
+        self.maximumConcurrentRequests = configuration.maximumConcurrentRequests
+    }
+
+    /// libmicrohttpd calls this once when the headers are in, once per part of the body, and once
+    /// when the body is complete. Returns false to close the connection.
+    func access(
+        connection: OpaquePointer,
+        url: UnsafePointer<CChar>?,
+        method: UnsafePointer<CChar>?,
+        uploadData: UnsafePointer<CChar>?,
+        uploadDataSize: UnsafeMutablePointer<Int>,
+        requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> Bool {
+        guard let pointer = requestContext.pointee else {
+            let state = RequestState(
+                core: self,
+                method: method.map { String(cString: $0) } ?? "",
+                path: url.map { String(cString: $0) } ?? "/"
+            )
+            requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
+            return begin(state, on: connection)
+        }
+        let state = Unmanaged<RequestState>.fromOpaque(pointer).takeUnretainedValue()
+        if state.hasResponse { return true }
+        let size = uploadDataSize.pointee
+        if size > 0 {
+            uploadDataSize.pointee = 0
+            return receive(UnsafeRawBufferPointer(start: uploadData, count: size), into: state)
+        }
+        return answer(state, on: connection)
+    }
+
+    /// The headers are in: refuse now what can be refused before reading the body.
+    private func begin(_ state: RequestState, on connection: OpaquePointer) -> Bool {
+        abrova_http_visit_headers(connection, headerVisitor, Unmanaged.passUnretained(state).toOpaque())
+        if isShuttingDown.load(ordering: .sequentiallyConsistent) {
+            return respond(.shuttingDown, to: state, on: connection)
+        }
+        if let declared = state.headers["content-length"], exceeds(declared, maximumBodyBytes) {
+            return respond(.tooLarge(maximumBodyBytes), to: state, on: connection)
+        }
+        if admittedRequests.add(1, ordering: .relaxed).newValue > maximumConcurrentRequests {
+            admittedRequests.subtract(1, ordering: .relaxed)
+            return respond(.tooManyRequests(maximumConcurrentRequests), to: state, on: connection)
+        }
+        state.isAdmitted = true
+        if let declared = state.headers["content-length"].flatMap({ Int($0) }) {
+            state.body.reserveCapacity(declared)
+        }
+        return true
+    }
+
+    /// A part of the body. A body that grows past the limit (chunked, so its length was not
+    /// declared) cannot be answered before it ends: libmicrohttpd queues no response while upload
+    /// data is being delivered. So the rest is read and dropped, and the 413 goes out at its end.
+    private func receive(_ bytes: UnsafeRawBufferPointer, into state: RequestState) -> Bool {
+        state.receivedBytes += bytes.count
+        if state.receivedBytes > maximumBodyBytes {
+            if !state.isTooLarge {
+                state.isTooLarge = true
+                state.body = []
+            }
+            // Reading on forever is not a service: a body running far past the limit gets its
+            // connection closed instead of an answer.
+            return state.receivedBytes - maximumBodyBytes <= Swift.max(maximumBodyBytes, 1 << 20)
+        }
+        state.body.append(contentsOf: bytes)
+        return true
+    }
+
+    /// The body is complete: call the handler and send its response.
+    private func answer(_ state: RequestState, on connection: OpaquePointer) -> Bool {
+        if state.isTooLarge {
+            return respond(.tooLarge(maximumBodyBytes), to: state, on: connection)
+        }
+        answeringRequests.add(1, ordering: .sequentiallyConsistent)
+        state.isAnswering = true
+        if isShuttingDown.load(ordering: .sequentiallyConsistent) {
+            return respond(.shuttingDown, to: state, on: connection)
+        }
+        abrova_http_visit_query(connection, queryVisitor, Unmanaged.passUnretained(state).toOpaque())
+        let request = HTTPRequest(
+            method: state.method,
+            path: state.path,
+            query: state.query,
+            headers: state.headers,
+            body: state.body
+        )
+        state.body = []  // the request owns the only copy now
+        return respond(handler(request), to: state, on: connection)
+    }
+
+    private func respond(_ response: HTTPResponse, to state: RequestState, on connection: OpaquePointer) -> Bool {
+        state.hasResponse = true
+        // libmicrohttpd refuses statuses outside 100...999, and a 1xx cannot be a final answer.
+        let status = (200...999).contains(response.status) ? UInt32(response.status) : 500
+        let made = response.body.withUnsafeBytes { abrova_http_make_response($0.baseAddress, $0.count) }
+        guard let made else { return false }
+        for header in response.headers {
+            // A header libmicrohttpd refuses (Content-Length, or one with a line break) is left out.
+            _ = abrova_http_add_header(made, header.name, header.value)
+        }
+        return abrova_http_queue_response(connection, status, made) != 0
+    }
+
+    func complete(_ state: RequestState) {
+        if state.isAdmitted { admittedRequests.subtract(1, ordering: .relaxed) }
+        if state.isAnswering { answeringRequests.subtract(1, ordering: .sequentiallyConsistent) }
+    }
+}
+
+/// Whether a Content-Length value is over `limit`. Digits too many for an `Int` are over any limit;
+/// anything else malformed is left to libmicrohttpd, which refuses it.
+private func exceeds(_ declared: String, _ limit: Int) -> Bool {
+    if let length = Int(declared) { return length > limit }
+    return !declared.isEmpty && declared.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+}
+
+extension HTTPResponse {
+    static let shuttingDown = HTTPResponse.error(
+        status: 503,
+        message: "the server is shutting down",
+        headers: [("Connection", "close")]
+    )
+
+    static func tooLarge(_ limit: Int) -> HTTPResponse {
+        .error(status: 413, message: "the body holds more than \(limit) bytes (limit maximumBodyBytes)")
+    }
+
+    static func tooManyRequests(_ limit: Int) -> HTTPResponse {
+        .error(
+            status: 429,
+            message: "too many requests at once: more than \(limit) (limit maximumConcurrentRequests)",
+            headers: [("Retry-After", "1")]
+        )
+    }
+}

@@ -1,0 +1,45 @@
+/// How an `HTTPServer` listens, and the limits it puts on requests.
+public struct HTTPServerConfiguration: Sendable {
+    /// The TCP port; 0 binds any free port (read it back from `HTTPServer.port`).
+    public var port: UInt16
+    /// How many threads serve connections (libmicrohttpd's thread pool). A handler runs on one of
+    /// them and holds it while it runs, so this bounds how many handlers run at once.
+    public var threadCount: Int
+    /// The largest request body accepted; a larger one is answered with 413.
+    public var maximumBodyBytes: Int
+    /// The most requests in flight at once, each counted from its headers' arrival until its answer
+    /// is sent; one more is answered with 429 and `Retry-After: 1`.
+    public var maximumConcurrentRequests: Int
+    /// How long an idle connection stays open, in seconds (0: no limit).
+    public var connectionTimeoutSeconds: Int
+    /// Binds 127.0.0.1 only, when true; otherwise every IPv4 address.
+    public var loopbackOnly: Bool
+
+    /// A configuration; each default suits a server behind a proxy on one machine.
+    public init(
+        port: UInt16 = 0,
+        threadCount: Int = 4,
+        maximumBodyBytes: Int = 16 * 1024 * 1024,
+        maximumConcurrentRequests: Int = 64,
+        connectionTimeoutSeconds: Int = 30,
+        loopbackOnly: Bool = false
+    ) {
+        self.port = port
+        self.threadCount = threadCount
+        self.maximumBodyBytes = maximumBodyBytes
+        self.maximumConcurrentRequests = maximumConcurrentRequests
+        self.connectionTimeoutSeconds = connectionTimeoutSeconds
+        self.loopbackOnly = loopbackOnly
+    }
+}
+
+/// An `HTTPServer` that could not start: a port in use, a configuration out of range.
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, for people.
+    public let message: String
+
+    /// An error with its message.
+    public init(message: String) { self.message = message }
+
+    public var description: String { "HTTP server error: \(message)" }
+}

@@ -1,0 +1,145 @@
+import AbrovaCore
+import AbrovaHTTP
+import AbrovaWire
+import Foundation
+
+/// Limits the HTTP layer puts on bodies, beyond the server's raw body limit.
+public struct BodyLimits: Hashable, Sendable {
+    /// The largest request body after decompression.
+    public var maximumDecompressedBytes: Int
+    /// The largest zstd window a request may need, as a power of two: the memory one
+    /// decompression may take.
+    public var maximumWindowLog: Int
+    /// The zstd level of compressed answers.
+    public var compressionLevel: Int32
+    /// Answers smaller than this are sent uncompressed (compression would not pay).
+    public var compressionThreshold: Int
+
+    /// Limits with the defaults: 32 MiB decompressed, a 32 MiB window, level 1 above 1 KiB.
+    public init(maximumDecompressedBytes: Int = 32 << 20, maximumWindowLog: Int = 25, compressionLevel: Int32 = 1,
+                compressionThreshold: Int = 1_024) {
+        self.maximumDecompressedBytes = maximumDecompressedBytes
+        self.maximumWindowLog = maximumWindowLog
+        self.compressionLevel = compressionLevel
+        self.compressionThreshold = compressionThreshold
+    }
+}
+
+/// The protocol's routes (Spec/protocol.md) over a `SyncService`: it authenticates, decodes
+/// bodies (zstd or identity), calls the service and encodes its answers and errors as JSON.
+public struct SyncHTTPHandler: Sendable {
+    /// The service answering.
+    public let service: SyncService
+    /// Who the callers are.
+    public let authenticator: any Authenticator
+    /// Body limits and answer compression.
+    public let limits: BodyLimits
+    /// Receives one line per request: method, path, status, duration, caller.
+    public let log: @Sendable (String) -> Void
+
+    /// A handler for `service`.
+    public init(service: SyncService, authenticator: any Authenticator, limits: BodyLimits = BodyLimits(),
+                log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.service = service
+        self.authenticator = authenticator
+        self.limits = limits
+        self.log = log
+    }
+
+    /// Answers one request.
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        let start = ContinuousClock.now
+        var caller: Caller?
+        let response: HTTPResponse
+        do {
+            response = try route(request, caller: &caller)
+        } catch {
+            response = encoded(status: error.statusCode, body: error.body, for: request)
+        }
+        let duration = (ContinuousClock.now - start).components
+        let milliseconds = Double(duration.seconds) * 1_000 + Double(duration.attoseconds) / 1e15
+        log("\(request.method) \(request.path) \(response.status) \(String(format: "%.1f", milliseconds)) ms \(caller.map { "caller=\($0)" } ?? "")")
+        return response
+    }
+
+    private func route(_ request: HTTPRequest, caller: inout Caller?) throws(RequestError) -> HTTPResponse {
+        let segments = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        switch (request.method, Array(segments)) {
+        case ("GET", ["v1", "health"]):
+            return encoded(status: 200, body: Array(#"{"status":"ok"}"#.utf8), for: request)
+        case ("POST", ["v1", "push"]):
+            let who = try authenticate(request)
+            caller = who
+            let push = try PushRequest(body: try decodedBody(of: request), limits: service.configuration.limits)
+            return encoded(status: 200, body: try service.push(push, caller: who), for: request)
+        case ("GET", ["v1", "pull"]):
+            let who = try authenticate(request)
+            caller = who
+            var limit: Int?
+            if let text = request.query["limit"] {
+                guard let number = Int(text) else { throw RequestError.invalid("limit must be an integer, not \"\(text.prefix(20))\"") }
+                limit = number
+            }
+            let collections = request.query["collections"].map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+            let page = try service.pull(cursor: request.query["cursor"], limit: limit, collections: collections, caller: who)
+            return encoded(status: 200, body: page.body, for: request)
+        case ("GET", let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
+            let who = try authenticate(request)
+            caller = who
+            guard let collection = parts[2].removingPercentEncoding, let id = parts[3].removingPercentEncoding else {
+                throw RequestError.invalid("the document path is not valid percent-encoding")
+            }
+            let document = try service.document(DocumentKey(collection: collection, id: id), caller: who)
+            return encoded(status: 200, body: document.body, for: request)
+        case (_, ["v1", "health"]), (_, ["v1", "push"]), (_, ["v1", "pull"]):
+            throw RequestError(statusCode: 405, message: "\(request.method) is not allowed on \(request.path)")
+        case (_, let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
+            throw RequestError(statusCode: 405, message: "\(request.method) is not allowed on \(request.path); documents are read with GET and written with POST /v1/push")
+        default:
+            throw RequestError(statusCode: 404, message: "no route \(request.method) \(request.path.prefix(100))")
+        }
+    }
+
+    private func authenticate(_ request: HTTPRequest) throws(RequestError) -> Caller {
+        var token: String?
+        if let authorization = request.headers["authorization"] {
+            guard authorization.hasPrefix("Bearer "), authorization.count > 7 else {
+                throw RequestError(statusCode: 401, message: "the Authorization header must be \"Bearer <token>\"")
+            }
+            token = String(authorization.dropFirst(7))
+        }
+        return try authenticator.authenticate(apiKey: request.headers["x-api-key"], bearerToken: token)
+    }
+
+    /// The request body, decompressed when it says it is zstd.
+    private func decodedBody(of request: HTTPRequest) throws(RequestError) -> [UInt8] {
+        switch request.headers["content-encoding"]?.lowercased() {
+        case nil, "identity":
+            guard request.body.count <= limits.maximumDecompressedBytes else {
+                throw RequestError(statusCode: 413, message: "the body holds \(request.body.count) bytes; the limit is \(limits.maximumDecompressedBytes) (maximumDecompressedBytes)")
+            }
+            return request.body
+        case "zstd":
+            do {
+                return try Zstd.decompress(request.body, limit: limits.maximumDecompressedBytes, maximumWindowLog: limits.maximumWindowLog)
+            } catch {
+                let limit = error.code == .tooLarge ? " (maximumDecompressedBytes \(limits.maximumDecompressedBytes))"
+                    : error.code == .windowTooLarge ? " (maximumWindowLog \(limits.maximumWindowLog))" : ""
+                throw RequestError(statusCode: error.statusCode, message: "the zstd body was refused: \(error.message)\(limit)")
+            }
+        case let other?:
+            throw RequestError(statusCode: 415, message: "Content-Encoding \(other.prefix(40)) is not supported; use zstd or identity")
+        }
+    }
+
+    /// A JSON answer, compressed with zstd when the client accepts it and it is worth it.
+    private func encoded(status: Int, body: [UInt8], for request: HTTPRequest) -> HTTPResponse {
+        let accepts = request.headers["accept-encoding"]?.split(separator: ",").contains {
+            $0.trimmingCharacters(in: .whitespaces).split(separator: ";").first == "zstd"
+        } ?? false
+        if accepts, body.count >= limits.compressionThreshold, let compressed = try? Zstd.compress(body, level: limits.compressionLevel) {
+            return .json(status: status, compressed, headers: [("Content-Encoding", "zstd"), ("Vary", "Accept-Encoding")])
+        }
+        return .json(status: status, body, headers: [("Vary", "Accept-Encoding")])
+    }
+}
