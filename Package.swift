@@ -20,7 +20,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "AbrovaSQLite", dependencies: ["CSQLite"]),
         .target(name: "AbrovaStore", dependencies: ["AbrovaCore", "AbrovaSQLite"]),
-        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore"]),
+        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore", "CZstd"]),
         // The wire: the protocol's JSON bodies and zstd (Spec/protocol.md).
         .systemLibrary(name: "CZstd", path: "Sources/CZstd"),
         .target(name: "AbrovaWire", dependencies: ["AbrovaCore", "CZstd"]),
@@ -39,7 +39,7 @@ let package = Package(
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
-        .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaHTTP"]),
+        .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
     ],

@@ -122,10 +122,10 @@ public struct SyncHTTPHandler: Sendable {
         case "zstd":
             do {
                 return try Zstd.decompress(request.body, limit: limits.maximumDecompressedBytes, maximumWindowLog: limits.maximumWindowLog)
+            } catch where error.code == .tooLarge {
+                throw RequestError(statusCode: 413, message: "the zstd body expands past \(limits.maximumDecompressedBytes) bytes (limit maximumDecompressedBytes)")
             } catch {
-                let limit = error.code == .tooLarge ? " (maximumDecompressedBytes \(limits.maximumDecompressedBytes))"
-                    : error.code == .windowTooLarge ? " (maximumWindowLog \(limits.maximumWindowLog))" : ""
-                throw RequestError(statusCode: error.statusCode, message: "the zstd body was refused: \(error.message)\(limit)")
+                throw RequestError(statusCode: error.statusCode, message: "the zstd body was refused: \(error.message)")
             }
         case let other?:
             throw RequestError(statusCode: 415, message: "Content-Encoding \(other.prefix(40)) is not supported; use zstd or identity")

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import AbrovaHTTP
+import AbrovaTestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -60,7 +61,7 @@ import Darwin
         #expect(response.value(forHTTPHeaderField: "X-Reply") == "yes")
 
         // URLSession merges repeated headers, so the repeat goes over a raw socket.
-        let connection = try RawConnection(port: server.port)
+        let connection = try RawHTTPConnection(port: server.port)
         try connection.send("GET /twice HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Twice: first\r\nX-TWICE: second\r\n\r\n")
         let raw = try connection.readResponse()
         #expect(raw.status == 200)
@@ -80,7 +81,7 @@ import Darwin
             return HTTPResponse(status: 200)
         }
         // Headers alone: the answer comes without the server waiting for a single byte of body.
-        let connection = try RawConnection(port: server.port)
+        let connection = try RawHTTPConnection(port: server.port)
         try connection.send("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1001\r\n\r\n")
         let raw = try connection.readResponse()
         #expect(raw.status == 413)
@@ -88,7 +89,7 @@ import Darwin
         #expect(String(decoding: raw.body, as: UTF8.self) == #"{"message":"the body holds more than 1000 bytes (limit maximumBodyBytes)","statusCode":413}"#)
 
         // A Content-Length past Int.max is over any limit.
-        let huge = try RawConnection(port: server.port)
+        let huge = try RawHTTPConnection(port: server.port)
         try huge.send("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999999999999999\r\n\r\n")
         #expect(try huge.readResponse().status != 200)
 
@@ -118,14 +119,14 @@ import Darwin
         let chunk = "190\r\n" + String(repeating: "x", count: 400) + "\r\n"  // 0x190 = 400 bytes
         let head = "POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
 
-        let over = try RawConnection(port: server.port)
+        let over = try RawHTTPConnection(port: server.port)
         try over.send(head + chunk + chunk + chunk + "0\r\n\r\n")  // 1200 bytes
         let refused = try over.readResponse()
         #expect(refused.status == 413)
         #expect(String(decoding: refused.body, as: UTF8.self) == #"{"message":"the body holds more than 1000 bytes (limit maximumBodyBytes)","statusCode":413}"#)
 
         // Two chunks (800 bytes) stay under the limit and reach the handler.
-        let under = try RawConnection(port: server.port)
+        let under = try RawHTTPConnection(port: server.port)
         try under.send(head + chunk + chunk + "0\r\n\r\n")
         let accepted = try under.readResponse()
         #expect(accepted.status == 200)
@@ -169,7 +170,7 @@ import Darwin
         }
         let port = server.port
         // An upload still arriving when shutdown starts: its handler must never run.
-        let uploading = try RawConnection(port: port)
+        let uploading = try RawHTTPConnection(port: port)
         try uploading.send("POST /late HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n12345")
         try await waitUntil { server.liveRequestStates == 1 }
         let held = Task { try await fetch(URLRequest(url: server.url("/hold"))) }
@@ -182,7 +183,7 @@ import Darwin
         }.start()
         // New connections are refused once shutdown has started.
         try await waitUntil {
-            guard let probe = try? RawConnection(port: port) else { return true }
+            guard let probe = try? RawHTTPConnection(port: port) else { return true }
             _ = probe
             return false
         }
@@ -236,7 +237,7 @@ import Darwin
         let server = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true)) { request in
             HTTPResponse(status: 201, body: request.body + Array(request.path.utf8))
         }
-        let connection = try RawConnection(port: server.port)
+        let connection = try RawHTTPConnection(port: server.port)
         for index in 0..<3 {
             try connection.send("POST /\(index) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\nabc")
             let response = try connection.readResponse()
@@ -252,7 +253,7 @@ import Darwin
             recorder.record(request)
             return HTTPResponse(status: 200)
         }
-        let connections = try (0..<5).map { _ in try RawConnection(port: server.port) }
+        let connections = try (0..<5).map { _ in try RawHTTPConnection(port: server.port) }
         for connection in connections {
             try connection.send("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "x", count: 100))
         }
@@ -375,118 +376,6 @@ final class Flag: Sendable {
     private let value = Atomic<Bool>(false)
     var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
     func set() { value.store(true, ordering: .sequentiallyConsistent) }
-}
-
-/// An HTTP/1.1 client over a plain socket, for what URLSession will not send.
-final class RawConnection {
-    struct Response {
-        var status: Int
-        var headers: [String: String]
-        var body: [UInt8]
-    }
-
-    private let socketDescriptor: Int32
-    private var buffered: [UInt8] = []
-
-    init(port: UInt16) throws {
-        #if canImport(Glibc)
-        socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        socketDescriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard socketDescriptor >= 0 else { throw TestFailure(description: "socket: errno \(errno)") }
-        var timeout = timeval(tv_sec: 20, tv_usec: 0)
-        setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            let error = errno
-            _ = closeDescriptor(socketDescriptor)
-            throw TestFailure(description: "connect: errno \(error)")
-        }
-    }
-
-    private var isOpen = true
-
-    deinit { close() }
-
-    func close() {
-        guard isOpen else { return }
-        isOpen = false
-        _ = closeDescriptor(socketDescriptor)
-    }
-
-    func send(_ text: String) throws {
-        try send(Array(text.utf8))
-    }
-
-    func send(_ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes {
-                #if canImport(Glibc)
-                Glibc.send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-                #else
-                Darwin.send(socketDescriptor, $0.baseAddress, $0.count, 0)
-                #endif
-            }
-            guard sent > 0 else { throw TestFailure(description: "send: errno \(errno)") }
-            offset += sent
-        }
-    }
-
-    /// Reads one response, whose body has a Content-Length.
-    func readResponse() throws -> Response {
-        let separator = Array("\r\n\r\n".utf8)
-        var headEnd: Int?
-        while headEnd == nil {
-            headEnd = buffered.firstRange(of: separator)?.lowerBound
-            if headEnd == nil { try fill() }
-        }
-        let head = String(decoding: buffered[..<headEnd!], as: UTF8.self)
-        buffered.removeFirst(headEnd! + separator.count)
-        var lines = head.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst().split(separator: " ")
-        guard statusLine.count >= 2, let status = Int(statusLine[1]) else {
-            throw TestFailure(description: "bad status line in \(head)")
-        }
-        var headers: [String: String] = [:]
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        }
-        guard let length = headers["content-length"].flatMap({ Int($0) }) else {
-            throw TestFailure(description: "no Content-Length in \(head)")
-        }
-        while buffered.count < length { try fill() }
-        let body = Array(buffered[..<length])
-        buffered.removeFirst(length)
-        return Response(status: status, headers: headers, body: body)
-    }
-
-    private func fill() throws {
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let count = chunk.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
-        guard count > 0 else {
-            throw TestFailure(description: count == 0 ? "connection closed by the server" : "recv: errno \(errno)")
-        }
-        buffered += chunk[..<count]
-    }
-}
-
-private func closeDescriptor(_ descriptor: Int32) -> Int32 {
-    #if canImport(Glibc)
-    Glibc.close(descriptor)
-    #else
-    Darwin.close(descriptor)
-    #endif
 }
 
 #if os(Linux)

@@ -1,3 +1,4 @@
+import AbrovaTestSupport
 import AbrovaWire
 import CZstd
 import Testing
@@ -22,7 +23,7 @@ import Testing
         let frame = try Zstd.compress(json)
         #expect(frame.count < json.count / 4)
         #expect(ZSTD_getFrameContentSize(frame, frame.count) == UInt64(json.count))
-        #expect(header(of: frame).hasChecksum)
+        #expect(ZstdFrames.header(of: frame).hasChecksum)
         #expect(try Zstd.decompress(frame, limit: json.count) == json)
     }
 
@@ -130,7 +131,7 @@ import Testing
     // MARK: Bombs and lies
 
     @Test func bombOfTwoHundredMegabytesOfZerosIsRefusedAtTheLimit() throws {
-        let bomb = try streamCompress(repeating: [UInt8](repeating: 0, count: 1 << 20), times: 200)
+        let bomb = try ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0, count: 1 << 20), times: 200)
         #expect(bomb.count < 100_000)
         // Streamed with no size given, so the frame declares none.
         #expect(ZSTD_getFrameContentSize(bomb, bomb.count) == ZSTD_CONTENTSIZE_UNKNOWN)
@@ -141,9 +142,9 @@ import Testing
     }
 
     @Test func bombThatDeclaresItsSizeIsRefusedAtTheLimit() throws {
-        let bomb = try streamCompress(repeating: [UInt8](repeating: 0, count: 1 << 20), times: 200, pledging: true)
+        let bomb = try ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0, count: 1 << 20), times: 200, pledging: true)
         #expect(ZSTD_getFrameContentSize(bomb, bomb.count) == 200 << 20)
-        #expect(!header(of: bomb).isSingleSegment)  // so the window, not the size, is what is allocated
+        #expect(!ZstdFrames.header(of: bomb).isSingleSegment)  // so the window, not the size, is what is allocated
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress(bomb, limit: 1 << 20) }
         #expect(error?.code == .tooLarge)
     }
@@ -151,9 +152,9 @@ import Testing
     @Test func frameDeclaringLessThanItHoldsIsCorrupt() throws {
         let json = makeJSONLikeText(byteCount: 100_000)
         let frame = try Zstd.compress(json)
-        #expect(header(of: frame).isSingleSegment)
+        #expect(ZstdFrames.header(of: frame).isSingleSegment)
         for declared in [0, 1_000, 99_999] as [UInt64] {
-            let lying = replacingContentSize(of: frame, with: declared)
+            let lying = ZstdFrames.replacingContentSize(of: frame, with: declared)
             #expect(ZSTD_getFrameContentSize(lying, lying.count) == declared)
             let error = #expect(throws: ZstdError.self) { try Zstd.decompress(lying, limit: 1 << 20) }
             #expect(error?.code == .corrupt, "declares \(declared)")
@@ -165,11 +166,11 @@ import Testing
         let frame = try Zstd.compress(json)
         // A single-segment frame's window is its declared size, so a huge declaration is refused
         // from the header alone, before anything is allocated.
-        let huge = replacingContentSize(of: frame, with: 4_000_000_000)
+        let huge = ZstdFrames.replacingContentSize(of: frame, with: 4_000_000_000)
         let hugeError = #expect(throws: ZstdError.self) { try Zstd.decompress(huge, limit: 1 << 20) }
         #expect(hugeError?.code == .windowTooLarge)
         // Within the window, the frame decodes and then fails the size check at its end.
-        let modest = replacingContentSize(of: frame, with: 100_001)
+        let modest = ZstdFrames.replacingContentSize(of: frame, with: 100_001)
         let modestError = #expect(throws: ZstdError.self) { try Zstd.decompress(modest, limit: 1 << 20) }
         #expect(modestError?.code == .corrupt)
     }
@@ -177,10 +178,10 @@ import Testing
     @Test func windowedFrameDeclaringAHugeSizeIsCorruptNotAllocated() throws {
         let json = makeJSONLikeText(byteCount: 100_000)
         // A 1 KiB window and a pledged size give a frame with a window descriptor and a size field.
-        let frame = try streamCompress(repeating: json, times: 1, pledging: true, windowLog: 10)
-        #expect(!header(of: frame).isSingleSegment)
+        let frame = try ZstdFrames.streamCompress(repeating: json, times: 1, pledging: true, windowLog: 10)
+        #expect(!ZstdFrames.header(of: frame).isSingleSegment)
         #expect(try Zstd.decompress(frame, limit: json.count) == json)
-        let lying = replacingContentSize(of: frame, with: 4_000_000_000)
+        let lying = ZstdFrames.replacingContentSize(of: frame, with: 4_000_000_000)
         #expect(ZSTD_getFrameContentSize(lying, lying.count) == 4_000_000_000)
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress(lying, limit: 1 << 20) }
         #expect(error?.code == .corrupt)
@@ -191,7 +192,7 @@ import Testing
         var generator = SeededGenerator(seed: 27)
         let half = generator.bytes(9 << 19)
         let bytes = half + half
-        let frame = try streamCompress(repeating: bytes, times: 1, windowLog: 27, level: 1)
+        let frame = try ZstdFrames.streamCompress(repeating: bytes, times: 1, windowLog: 27, level: 1)
         #expect(frame.count < half.count + half.count / 10)
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: 16 << 20) }
         #expect(error?.code == .windowTooLarge)
@@ -252,73 +253,3 @@ private func makeJSONLikeText(byteCount: Int) -> [UInt8] {
 }
 
 /// The parts of a zstd frame header that the tests look at.
-private struct FrameHeader {
-    var isSingleSegment: Bool
-    var hasChecksum: Bool
-    /// Where the content size field starts and how many bytes it takes.
-    var contentSizeOffset: Int
-    var contentSizeWidth: Int
-}
-
-private func header(of frame: [UInt8]) -> FrameHeader {
-    let descriptor = frame[4]
-    let isSingleSegment = descriptor & 0x20 != 0
-    let dictionaryIDWidth = [0, 1, 2, 4][Int(descriptor & 0x03)]
-    let contentSizeWidth = [isSingleSegment ? 1 : 0, 2, 4, 8][Int(descriptor >> 6)]
-    return FrameHeader(
-        isSingleSegment: isSingleSegment, hasChecksum: descriptor & 0x04 != 0,
-        contentSizeOffset: 5 + (isSingleSegment ? 0 : 1) + dictionaryIDWidth, contentSizeWidth: contentSizeWidth)
-}
-
-/// `frame` with its content size field rewritten to declare `size` (the field keeps its width).
-private func replacingContentSize(of frame: [UInt8], with size: UInt64) -> [UInt8] {
-    let header = header(of: frame)
-    // A 2-byte field stores the size minus 256.
-    let stored = header.contentSizeWidth == 2 ? size - 256 : size
-    precondition(header.contentSizeWidth == 8 || stored < 1 << (8 * header.contentSizeWidth), "\(size) does not fit")
-    var result = frame
-    for byte in 0..<header.contentSizeWidth {
-        result[header.contentSizeOffset + byte] = UInt8(truncatingIfNeeded: stored >> (8 * UInt64(byte)))
-    }
-    return result
-}
-
-/// Compresses `chunk` repeated `times` with the streaming API, so a bomb never exists uncompressed.
-/// Declares the total size in the header only when `pledging`.
-private func streamCompress(
-    repeating chunk: [UInt8], times: Int, pledging: Bool = false, windowLog: Int32? = nil, level: Int32 = 3
-) throws -> [UInt8] {
-    let context = try #require(ZSTD_createCCtx())
-    defer { ZSTD_freeCCtx(context) }
-    try check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level))
-    try check(ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1))
-    if let windowLog { try check(ZSTD_CCtx_setParameter(context, ZSTD_c_windowLog, windowLog)) }
-    if pledging { try check(ZSTD_CCtx_setPledgedSrcSize(context, UInt64(chunk.count * times))) }
-    var frame: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: ZSTD_CStreamOutSize())
-    try chunk.withUnsafeBytes { source in
-        try buffer.withUnsafeMutableBytes { destination in
-            for round in 0...times {
-                // The last round feeds nothing and ends the frame.
-                let isLast = round == times
-                var input = ZSTD_inBuffer(src: source.baseAddress, size: isLast ? 0 : source.count, pos: 0)
-                var remaining = 1
-                while input.pos < input.size || (isLast && remaining != 0) {
-                    var output = ZSTD_outBuffer(dst: destination.baseAddress, size: destination.count, pos: 0)
-                    remaining = ZSTD_compressStream2(context, &output, &input, isLast ? ZSTD_e_end : ZSTD_e_continue)
-                    try check(remaining)
-                    frame += destination[..<output.pos]
-                }
-            }
-        }
-    }
-    return frame
-}
-
-private struct ZstdCallFailed: Error, CustomStringConvertible {
-    var description: String
-}
-
-private func check(_ result: Int) throws {
-    if ZSTD_isError(result) != 0 { throw ZstdCallFailed(description: String(cString: ZSTD_getErrorName(result))) }
-}

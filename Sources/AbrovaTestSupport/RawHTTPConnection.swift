@@ -1,0 +1,132 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An HTTP/1.1 client over a plain socket, for what URLSession will not send: lying headers,
+/// half-sent bodies, exact bytes. Blocking; for tests.
+public final class RawHTTPConnection {
+    /// A response read off the socket.
+    public struct Response: Sendable {
+        /// The status code.
+        public var status: Int
+        /// The headers, by lowercased name.
+        public var headers: [String: String]
+        /// The body (its length from Content-Length).
+        public var body: [UInt8]
+    }
+
+    /// A socket call that failed, or a response that could not be read.
+    public struct Failure: Error, CustomStringConvertible {
+        /// What went wrong.
+        public var description: String
+    }
+
+    private let socketDescriptor: Int32
+    private var buffered: [UInt8] = []
+
+    /// Connects to 127.0.0.1 at `port`.
+    public init(port: UInt16) throws {
+        #if canImport(Glibc)
+        socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        socketDescriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard socketDescriptor >= 0 else { throw RawHTTPConnection.Failure(description: "socket: errno \(errno)") }
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            let error = errno
+            _ = closeDescriptor(socketDescriptor)
+            throw RawHTTPConnection.Failure(description: "connect: errno \(error)")
+        }
+    }
+
+    private var isOpen = true
+
+    deinit { close() }
+
+    /// Closes the socket (also done when the value is released).
+    public func close() {
+        guard isOpen else { return }
+        isOpen = false
+        _ = closeDescriptor(socketDescriptor)
+    }
+
+    /// Sends text as UTF-8.
+    public func send(_ text: String) throws {
+        try send(Array(text.utf8))
+    }
+
+    /// Sends bytes, all of them.
+    public func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes {
+                #if canImport(Glibc)
+                Glibc.send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                #else
+                Darwin.send(socketDescriptor, $0.baseAddress, $0.count, 0)
+                #endif
+            }
+            guard sent > 0 else { throw RawHTTPConnection.Failure(description: "send: errno \(errno)") }
+            offset += sent
+        }
+    }
+
+    /// Reads one response, whose body has a Content-Length.
+    public func readResponse() throws -> Response {
+        let separator = Array("\r\n\r\n".utf8)
+        var headEnd: Int?
+        while headEnd == nil {
+            headEnd = buffered.firstRange(of: separator)?.lowerBound
+            if headEnd == nil { try fill() }
+        }
+        let head = String(decoding: buffered[..<headEnd!], as: UTF8.self)
+        buffered.removeFirst(headEnd! + separator.count)
+        var lines = head.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else {
+            throw RawHTTPConnection.Failure(description: "bad status line in \(head)")
+        }
+        var headers: [String: String] = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        guard let length = headers["content-length"].flatMap({ Int($0) }) else {
+            throw RawHTTPConnection.Failure(description: "no Content-Length in \(head)")
+        }
+        while buffered.count < length { try fill() }
+        let body = Array(buffered[..<length])
+        buffered.removeFirst(length)
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    private func fill() throws {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let count = chunk.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else {
+            throw RawHTTPConnection.Failure(description: count == 0 ? "connection closed by the server" : "recv: errno \(errno)")
+        }
+        buffered += chunk[..<count]
+    }
+}
+
+private func closeDescriptor(_ descriptor: Int32) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.close(descriptor)
+    #else
+    Darwin.close(descriptor)
+    #endif
+}
+

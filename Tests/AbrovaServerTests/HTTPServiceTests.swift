@@ -1,0 +1,263 @@
+import AbrovaCore
+import AbrovaHTTP
+@testable import AbrovaServer
+import AbrovaTestSupport
+import AbrovaWire
+import Dispatch
+import Foundation
+import Testing
+
+/// The sync server over real HTTP on loopback, on a fresh SQLite store, with a raw HTTP client.
+final class LiveServer: Sendable {
+    let fixture: ServiceFixture
+    let server: HTTPServer
+    static let apiKey = "test-key"
+
+    init(rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), body: BodyLimits = BodyLimits(),
+         http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
+         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
+        fixture = try ServiceFixture(rules: rules, limits: limits, afterPushCommit: afterPushCommit)
+        let authenticator = ConfiguredAuthenticator(apiKeys: [Self.apiKey], tokens: ["token-ana": "ana", "token-ben": "ben"])
+        let handler = SyncHTTPHandler(service: fixture.service, authenticator: authenticator, limits: body)
+        server = try HTTPServer(configuration: http) { handler.handle($0) }
+    }
+
+    deinit { server.shutdown() }
+
+    /// Sends one request on a new connection and reads the answer, decompressing a zstd body.
+    func send(_ method: String, _ target: String, as user: String? = "ana", headers: [String: String] = [:],
+              body: [UInt8] = []) throws -> RawHTTPConnection.Response {
+        let connection = try RawHTTPConnection(port: server.port)
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-API-Key: \(Self.apiKey)\r\n"
+        if let user { head += "Authorization: Bearer token-\(user)\r\n" }
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if headers["Content-Length"] == nil { head += "Content-Length: \(body.count)\r\n" }
+        try connection.send(Array((head + "\r\n").utf8) + body)
+        var response = try connection.readResponse()
+        if response.headers["content-encoding"] == "zstd" {
+            response.body = try Zstd.decompress(response.body, limit: 64 << 20)
+        }
+        return response
+    }
+
+    func push(_ request: PushRequest, as user: String = "ana") throws -> RawHTTPConnection.Response {
+        try send("POST", "/v1/push", as: user, body: request.body)
+    }
+
+    /// Every document the user may read, pulled page by page over HTTP.
+    func pullAll(as user: String = "ana", limit: Int = 100) throws -> [ServerDocument] {
+        var cursor = ""
+        var documents: [ServerDocument] = []
+        while true {
+            let response = try send("GET", "/v1/pull?limit=\(limit)&cursor=\(cursor)", as: user)
+            guard response.status == 200 else { throw RequestError(statusCode: response.status, message: "pull failed") }
+            let page = try PullResponse(body: response.body)
+            documents += page.documents
+            cursor = page.cursor
+            if !page.hasMore { return documents }
+        }
+    }
+}
+
+extension RawHTTPConnection.Response {
+    var message: String { RequestError(body: body)?.message ?? String(decoding: body, as: UTF8.self) }
+}
+
+@Suite struct HTTPServiceTests {
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    @Test func aCommitAnswered500IsRetriedAndTheChangeExistsExactlyOnce() throws {
+        let failNext = Locked(true)
+        let live = try LiveServer(afterPushCommit: { _ in
+            if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
+        })
+        let request = makeRequest([(cart, try .create(["items": ["milk"]], base: .zero)),
+                                   (DocumentKey(collection: "carts", id: "c2"), try .create(["n": 1], base: .zero))], sequence: 1)
+        let failed = try live.push(request)
+        #expect(failed.status == 500)
+        let retried = try live.push(request)
+        let again = try live.push(request)
+        #expect(retried.status == 200 && again.body == retried.body)
+        let results = try PushResponse(body: retried.body).results
+        guard case .applied(let version, let state, _) = results[0] else { Issue.record("\(results)"); return }
+        #expect(state.document == ["items": ["milk"]])
+        let documents = try live.pullAll()
+        #expect(documents.count == 2 && documents[0].version == version)
+        #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(3))  // two changes, nothing more
+    }
+
+    @Test func badInputIsAnswered4xxAndChangesNothing() throws {
+        let live = try LiveServer(limits: WireLimits(maximumChanges: 10),
+                                  body: BodyLimits(maximumDecompressedBytes: 1 << 20, maximumWindowLog: 22),
+                                  http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 256 << 10, loopbackOnly: true))
+        #expect(try live.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)).status == 200)
+        let before = try live.pullAll()
+
+        func push(_ text: String) -> [UInt8] { Array(text.utf8) }
+        let valid = #"{"batchSeq":2,"changes":[{"collection":"carts","delta":{"create":0,"assignments":{"n":[1,0]}},"id":"x"}],"clientId":"client-a","strategy":"merge"}"#
+        func replacing(_ old: String, _ new: String) -> [UInt8] { Array(valid.replacingOccurrences(of: old, with: new).utf8) }
+        var deep = "1"
+        for _ in 0..<40 { deep = "[\(deep)]" }
+        let bomb = try ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0x20, count: 1 << 20), times: 64)
+        let window = try ZstdFrames.streamCompress(repeating: Array(valid.utf8), times: 1, windowLog: 24)
+        let lying = ZstdFrames.replacingContentSize(of: try Zstd.compress(Array(valid.utf8)), with: 20)
+        let cases: [(name: String, headers: [String: String], body: [UInt8], status: Int, mentions: String)] = [
+            ("malformed JSON", [:], push(#"{"batchSeq":2,"#), 400, "JSON"),
+            ("not an object", [:], push("[1,2]"), 400, "object"),
+            ("wrong type", [:], replacing(#""batchSeq":2"#, #""batchSeq":"2""#), 400, "batchSeq"),
+            ("negative number", [:], replacing(#""batchSeq":2"#, #""batchSeq":-2"#), 400, "batchSeq"),
+            ("unknown operation", [:], replacing(#""create":0"#, #""upsert":0"#), 400, "upsert"),
+            ("unknown strategy", [:], replacing(#""merge""#, #""lastWriteWins""#), 400, "strategy"),
+            ("invalid UTF-8", [:], Array(valid.utf8.prefix(100)) + [0xFF, 0xFE] + Array(valid.utf8.dropFirst(100)), 400, "UTF-8"),
+            ("deep nesting", [:], replacing(#""n":[1,0]"#, #""n":[\#(deep),0]"#), 400, "deep"),
+            ("corrupt zstd", ["Content-Encoding": "zstd"], [0x28, 0xB5, 0x2F, 0xFD] + Array(repeating: 0x41, count: 40), 400, "zstd"),
+            ("zstd bomb", ["Content-Encoding": "zstd"], bomb, 413, "maximumDecompressedBytes"),
+            ("lying content size", ["Content-Encoding": "zstd"], lying, 400, "zstd"),
+            ("zstd window too large", ["Content-Encoding": "zstd"], window, 400, "maximumWindowLog"),
+            ("unknown encoding", ["Content-Encoding": "br"], push(valid), 415, "br"),
+            ("oversized body", [:], Array(repeating: 0x20, count: 300 << 10), 413, "maximumBodyBytes"),
+            ("too many changes", [:], replacing(#""changes":[{"#, #""changes":[\#(String(repeating: #"{"collection":"carts","delta":{"create":0},"id":"y"},"#, count: 10)){"#), 413, "maximumChanges"),
+            ("SQL in a collection", [:], replacing(#""collection":"carts""#, #""collection":"carts'; DROP TABLE documents; --""#), 400, "collection"),
+            ("SQL in an id", [:], replacing(#""id":"x""#, #""id":"x' OR '1'='1""#), 400, "id"),
+            ("SQL in a field name", [:], replacing(#""n":[1,0]"#, #""n'; DELETE FROM documents; --":[1,0]"#), 400, "field"),
+            ("server-owned version", [:], replacing(#""id":"x""#, #""id":"x","version":99"#), 400, "version"),
+            ("server-owned owner", [:], replacing(#""id":"x""#, #""id":"x","owner":"ben""#), 400, "owner"),
+        ]
+        for item in cases {
+            let response = try live.send("POST", "/v1/push", headers: item.headers, body: item.body)
+            #expect(response.status == item.status, "\(item.name): \(response.status) \(response.message)")
+            #expect(response.message.contains(item.mentions), "\(item.name): \(response.message)")
+        }
+        for (target, mentions) in [("/v1/pull?limit=-1", "limit"), ("/v1/pull?limit=99999999999999999999", "limit"),
+                                   ("/v1/pull?limit=ten", "limit"), ("/v1/pull?cursor=c1.AAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAA", "cursor"),
+                                   ("/v1/pull?collections=carts%27%3B%20DROP%20TABLE%20documents", "collection"),
+                                   ("/v1/docs/carts/x%27%20OR%20%271%27%3D%271", "id")] {
+            let response = try live.send("GET", target)
+            #expect(response.status == 400 && response.message.contains(mentions), "\(target): \(response.status) \(response.message)")
+        }
+        #expect(try live.pullAll() == before)
+        #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(2))
+    }
+
+    @Test func credentialsAreCheckedOnEveryRoute() throws {
+        let live = try LiveServer()
+        #expect(try live.send("GET", "/v1/health", as: nil).status == 200)
+        let noKey = try RawHTTPConnection(port: live.server.port)
+        try noKey.send("GET /v1/pull HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-ana\r\n\r\n")
+        #expect(try noKey.readResponse().status == 401)
+        #expect(try live.send("GET", "/v1/pull", as: "nobody").status == 401)
+        #expect(try live.send("GET", "/v1/pull", headers: ["Authorization": "Basic YTpi"]).status == 401)
+        #expect(try live.push(makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1), as: "anonymous").status == 401)
+        #expect(try live.send("DELETE", "/v1/docs/carts/c1").status == 405)
+        #expect(try live.send("GET", "/v2/anything").status == 404)
+    }
+
+    @Test func userBNeverReadsOrWritesUserAsPrivateDocuments() throws {
+        let live = try LiveServer()
+        let anasBatch = makeRequest([(cart, try .create(["secret": "ana's"], base: .zero))], client: "ana-phone", sequence: 1)
+        #expect(try live.push(anasBatch).status == 200)
+        #expect(try live.send("GET", "/v1/docs/carts/c1", as: "ben").status == 403)
+        #expect(try live.pullAll(as: "ben").isEmpty)
+        let raw = try live.send("GET", "/v1/pull", as: "ben")
+        #expect(raw.status == 200 && !String(decoding: raw.body, as: UTF8.self).contains("carts"))  // not even the id
+        // Ben replays Ana's batch, or uses her client id: refused.
+        #expect(try live.push(anasBatch, as: "ben").status == 403)
+        let bens = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ana-phone", sequence: 2,
+                               strategy: .clientWins)
+        #expect(try live.push(bens, as: "ben").status == 403)
+        // With his own client id the write is refused by the rules.
+        let own = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ben-phone", sequence: 1,
+                              strategy: .clientWins)
+        let results = try PushResponse(body: try live.push(own, as: "ben").body).results
+        guard case .rejected(403, _) = results[0] else { Issue.record("\(results)"); return }
+        let document = try ServerDocument(body: try live.send("GET", "/v1/docs/carts/c1").body)
+        #expect(document.state.document == ["secret": "ana's"])
+    }
+
+    @Test func bodiesTravelWithZstdBothWays() throws {
+        let live = try LiveServer()
+        let items: [Value] = (0..<200).map { .string("item number \($0)") }
+        let request = makeRequest([(cart, try .create(["items": .array(items)], base: .zero))], sequence: 1)
+        let compressed = try Zstd.compress(request.body)
+        let response = try live.send("POST", "/v1/push", headers: ["Content-Encoding": "zstd", "Accept-Encoding": "gzip, zstd"],
+                                     body: compressed)
+        #expect(response.status == 200 && response.headers["content-encoding"] == "zstd")
+        #expect(compressed.count < request.body.count / 3)
+        let plain = try live.send("GET", "/v1/docs/carts/c1")
+        #expect(plain.headers["content-encoding"] == nil)
+        #expect(try ServerDocument(body: plain.body).state.document == ["items": .array(items)])
+    }
+
+    @Test func anOverloadedServerAnswers429WithRetryAfter() async throws {
+        let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        let live = try LiveServer(http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
+                                  afterPushCommit: { _ in
+                                      entered.signal()
+                                      _ = gate.wait(timeout: .now() + 20)
+                                  })
+        let request = makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1)
+        let held = Task.detached { try live.push(request) }
+        entered.wait()
+        let refused = try live.send("GET", "/v1/pull")
+        #expect(refused.status == 429 && refused.headers["retry-after"] == "1")
+        gate.signal()
+        #expect(try await held.value.status == 200)
+    }
+
+    @Test func concurrentPushersGetUniqueVersionsInCommitOrderAndAConcurrentPullerMissesNothing() async throws {
+        let live = try LiveServer()
+        let shared = try (0..<3).map { (DocumentKey(collection: "carts", id: "shared\($0)"), try DocumentDelta.create(["title": "shared"], base: .zero)) }
+        #expect(try live.push(makeRequest(shared, client: "creator", sequence: 1)).status == 200)
+        let isQuiet = Locked(false)
+        let clients = 4
+        let batches = 15
+        let pusherTasks = (0..<clients).map { client in
+            Task.detached {
+                var versions: [Version] = []
+                for sequence in 1...batches {
+                    let changes = try (0..<3).map { index in
+                        // Documents shared between clients are changed again and again.
+                        (DocumentKey(collection: "carts", id: "shared\(index)"),
+                         try DocumentDelta.update(setAdd: [path("items"): [.string("c\(client)-\(sequence)")]], base: .zero))
+                    }
+                    let response = try live.push(makeRequest(changes, client: "client-\(client)", sequence: Int64(sequence)))
+                    for case .applied(let version, _, _) in try PushResponse(body: response.body).results { versions.append(version) }
+                }
+                return versions
+            }
+        }
+        // The puller follows the cursor while the pushers run; what it ends with must be the final state.
+        let puller = Task.detached {
+            var seen: [DocumentKey: ServerDocument] = [:]
+            var cursor = ""
+            var lastVersion = Version.zero
+            var rounds = 0
+            while true {
+                let response = try live.send("GET", "/v1/pull?limit=2&cursor=\(cursor)")
+                let page = try PullResponse(body: response.body)
+                for document in page.documents {
+                    #expect(document.version > lastVersion, "versions go up within and across pages")
+                    lastVersion = document.version
+                    seen[document.key] = document
+                }
+                cursor = page.cursor
+                rounds += 1
+                if !page.hasMore {
+                    if isQuiet.value { return (seen, rounds) }
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+            }
+        }
+        var all: [Version] = []
+        for task in pusherTasks { all += try await task.value }
+        isQuiet.update { $0 = true }
+        let (seen, rounds) = try await puller.value
+        #expect(all.count == clients * batches * 3 && Set(all).count == all.count)
+        let final = try live.pullAll()
+        #expect(Dictionary(uniqueKeysWithValues: final.map { ($0.key, $0) }) == seen, "after \(rounds) pulls")
+        for document in final {
+            #expect(document.state.document?[path("items")]?.arrayValue?.count == clients * batches)
+        }
+    }
+}
