@@ -33,7 +33,8 @@ let package = Package(
         .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaWire", "AbrovaHTTP"]),
         // `abrova serve`.
         .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
-        .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport"]),
+        .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
+                                                               "AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.

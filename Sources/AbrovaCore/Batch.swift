@@ -17,13 +17,13 @@ public struct DocumentKey: Hashable, Comparable, Sendable, CustomStringConvertib
     ///
     /// - Throws: `ValueError` with code `invalidFieldName` naming `collection` or `id`.
     public func validate() throws(ValueError) {
-        func check(_ part: String, name: String, maximum: Int, extra: Set<UInt8>) throws(ValueError) {
+        func check(_ part: String, name: String, maximum: Int, extra: [UInt8]) throws(ValueError) {
             let bytes = part.utf8
             let isAllowed = bytes.allSatisfy { byte in
                 (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || extra.contains(byte)
             }
             guard isAllowed, !bytes.isEmpty, bytes.count <= maximum, part != ".", part != ".." else {
-                let allowed = String(decoding: extra.sorted(), as: UTF8.self).map(String.init).joined(separator: " ")
+                let allowed = String(decoding: extra, as: UTF8.self).map(String.init).joined(separator: " ")
                 throw ValueError(.invalidFieldName, field: name,
                                  detail: "a \(name) must be 1 to \(maximum) ASCII letters, digits or \(allowed), not \"\(part.prefix(40))\"")
             }
@@ -32,8 +32,9 @@ public struct DocumentKey: Hashable, Comparable, Sendable, CustomStringConvertib
         try check(id, name: "id", maximum: 256, extra: Self.idPunctuation)
     }
 
-    private static let collectionPunctuation: Set<UInt8> = Set("_-".utf8)
-    private static let idPunctuation: Set<UInt8> = Set("-_.~:@+=".utf8)
+    // Short arrays: a linear scan beats hashing each byte.
+    private static let collectionPunctuation: [UInt8] = Array("-_".utf8)
+    private static let idPunctuation: [UInt8] = Array("+-.:=@_~".utf8)
 
     public static func < (left: DocumentKey, right: DocumentKey) -> Bool {
         (left.collection, left.id) < (right.collection, right.id)

@@ -106,8 +106,12 @@ extension DocumentDelta {
         }
         self.init()
         func paths(_ key: String) throws(ValueError) -> [(FieldPath, Value)] {
+            guard let part = parts[key] else { return [] }
+            guard case .map(let entries) = part else {
+                throw ValueError(.malformedJSON, field: "", detail: "\(key) in a change must be a map")
+            }
             var result: [(FieldPath, Value)] = []
-            for (dotted, item) in parts[key]?.mapValue ?? [:] {
+            for (dotted, item) in entries {
                 let path = try FieldPath(dotted)
                 try path.checkNotRoot()
                 result.append((path, item))
@@ -126,8 +130,16 @@ extension DocumentDelta {
             assignments[path] = Assignment(value: items[0], base: try Version(encoded: items[1], field: path.dotted))
         }
         for (path, item) in try paths("setChanges") {
-            let adds = item.mapValue?["add"]?.arrayValue ?? []
-            let removes = item.mapValue?["remove"]?.arrayValue ?? []
+            let shape = "a set change is {\"add\": [...], \"remove\": [...], \"base\": version}"
+            guard case .map(let change) = item, change["add"].map({ $0.arrayValue != nil }) ?? true,
+                  change["remove"].map({ $0.arrayValue != nil }) ?? true else {
+                throw ValueError(.malformedJSON, field: path.dotted, detail: shape)
+            }
+            if let unknown = change.keys.first(where: { $0 != "add" && $0 != "remove" && $0 != "base" }) {
+                throw ValueError(.malformedJSON, field: path.dotted, detail: "unknown key \"\(unknown.prefix(40))\": \(shape)")
+            }
+            let adds = change["add"]?.arrayValue ?? []
+            let removes = change["remove"]?.arrayValue ?? []
             for element in adds + removes { try element.validate(at: path, depth: path.depth + 1) }
             guard Set(adds).isDisjoint(with: removes) else {
                 throw ValueError(.malformedJSON, field: path.dotted, detail: "an element is both added and removed")

@@ -185,6 +185,8 @@ private struct ServerJoin {
     /// Groups paths so that a path and every path under it are in one group.
     private static func overlapGroups(of paths: some Collection<FieldPath>) -> [[FieldPath]] {
         if paths.count == 1, let only = paths.first { return [[only]] }  // the common single-field change
+        // Top-level paths cannot lie under one another: each is its own group.
+        if paths.allSatisfy({ !$0.isNested }) { return paths.sorted().map { [$0] } }
         let members = Set(paths)
         var groupOf: [FieldPath: FieldPath] = [:]  // path -> its topmost touched ancestor
         for path in members {

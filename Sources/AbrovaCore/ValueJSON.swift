@@ -43,7 +43,7 @@ extension Value {
     }
 
     /// Appends an integer in decimal, without making a `String` first.
-    static func writeDecimal(_ int: Int64, to bytes: inout [UInt8]) {
+    public static func writeDecimal(_ int: Int64, to bytes: inout [UInt8]) {
         if int < 0 { bytes.append(UInt8(ascii: "-")) }
         var magnitude = int.magnitude
         var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
@@ -105,7 +105,8 @@ extension Value {
         left < right
     }
 
-    static func writeJSONString(_ string: String, to bytes: inout [UInt8]) {
+    /// Appends `string` as a JSON string, escaped as canonical JSON requires.
+    public static func writeJSONString(_ string: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole.
         if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
@@ -156,6 +157,11 @@ struct JSONParser {
     let bytes: [UInt8]
     let maximumDepth: Int
     var index = 0
+    /// The keys from the top to the value being parsed: the dotted path is built only for an
+    /// error, not for every key.
+    private var keys: [String] = []
+
+    private var path: String { keys.joined(separator: ".") }
 
     init(bytes: [UInt8], maximumDepth: Int) {
         self.bytes = bytes
@@ -164,7 +170,7 @@ struct JSONParser {
 
     mutating func parseDocument() throws(ValueError) -> Value {
         skipWhitespace()
-        let value = try parseValue(depth: 0, path: "")
+        let value = try parseValue(depth: 0)
         skipWhitespace()
         guard index == bytes.count else { throw malformed("trailing characters") }
         return value
@@ -175,7 +181,12 @@ struct JSONParser {
     }
 
     private mutating func skipWhitespace() {
-        while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
     }
 
     private mutating func expect(_ literal: String, _ value: Value) throws(ValueError) -> Value {
@@ -187,7 +198,7 @@ struct JSONParser {
         return value
     }
 
-    private mutating func parseValue(depth: Int, path: String) throws(ValueError) -> Value {
+    private mutating func parseValue(depth: Int) throws(ValueError) -> Value {
         guard index < bytes.count else { throw malformed("unexpected end") }
         switch bytes[index] {
         case UInt8(ascii: "n"): return try expect("null", .null)
@@ -204,7 +215,7 @@ struct JSONParser {
             if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
             while true {
                 skipWhitespace()
-                elements.append(try parseValue(depth: depth + 1, path: path))
+                elements.append(try parseValue(depth: depth + 1))
                 skipWhitespace()
                 guard index < bytes.count else { throw malformed("unexpected end") }
                 if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -227,10 +238,11 @@ struct JSONParser {
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw malformed("expected :") }
                 index += 1
                 skipWhitespace()
-                let childPath = path.isEmpty ? key : path + "." + key
-                guard entries.updateValue(try parseValue(depth: depth + 1, path: childPath), forKey: key) == nil else {
-                    throw ValueError(.malformedJSON, field: childPath, detail: "duplicate key")
+                keys.append(key)
+                guard entries.updateValue(try parseValue(depth: depth + 1), forKey: key) == nil else {
+                    throw ValueError(.malformedJSON, field: path, detail: "duplicate key")
                 }
+                keys.removeLast()
                 skipWhitespace()
                 guard index < bytes.count else { throw malformed("unexpected end") }
                 if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -238,11 +250,11 @@ struct JSONParser {
                 throw malformed("expected , or }")
             }
         default:
-            return try parseNumber(path: path)
+            return try parseNumber()
         }
     }
 
-    private mutating func parseNumber(path: String) throws(ValueError) -> Value {
+    private mutating func parseNumber() throws(ValueError) -> Value {
         let start = index
         var isInteger = true
         if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -302,7 +314,7 @@ struct JSONParser {
                 index += 1
                 // Validating decode: invalid UTF-8 is refused, never repaired.
                 guard let string = String(validating: utf8, as: UTF8.self) else {
-                    throw ValueError(.invalidUTF8, field: "", detail: "a string is not valid UTF-8")
+                    throw ValueError(.invalidUTF8, field: path, detail: "a string is not valid UTF-8")
                 }
                 return string
             case UInt8(ascii: "\\"):
@@ -323,16 +335,16 @@ struct JSONParser {
                     var scalar = try parseHex4()
                     if (0xD800...0xDBFF).contains(scalar) {
                         guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
-                            throw ValueError(.invalidUTF8, field: "", detail: "lone surrogate in a string")
+                            throw ValueError(.invalidUTF8, field: path, detail: "lone surrogate in a string")
                         }
                         index += 2
                         let low = try parseHex4()
                         guard (0xDC00...0xDFFF).contains(low) else {
-                            throw ValueError(.invalidUTF8, field: "", detail: "lone surrogate in a string")
+                            throw ValueError(.invalidUTF8, field: path, detail: "lone surrogate in a string")
                         }
                         scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                     } else if (0xDC00...0xDFFF).contains(scalar) {
-                        throw ValueError(.invalidUTF8, field: "", detail: "lone surrogate in a string")
+                        throw ValueError(.invalidUTF8, field: path, detail: "lone surrogate in a string")
                     }
                     utf8.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
                 default: throw malformed("bad escape")

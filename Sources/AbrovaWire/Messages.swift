@@ -38,10 +38,33 @@ public struct PushRequest: Hashable, Sendable {
         return .map(parts)
     }
 
-    /// The canonical JSON body; a retry of the same batch has the same bytes.
+    /// The canonical JSON body (`encoded`, written directly); a retry of the same batch has the
+    /// same bytes.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
-        encoded.writeCanonicalJSON(to: &bytes)
+        bytes.reserveCapacity(64 + batch.changes.count * 256)
+        // Keys in canonical order: batchSeq, changes, clientId, strategy; in a change: collection,
+        // delta, id, writes.
+        bytes.append(contentsOf: #"{"batchSeq":"#.utf8)
+        Value.writeDecimal(batch.sequence, to: &bytes)
+        bytes.append(contentsOf: #","changes":["#.utf8)
+        for (index, change) in batch.changes.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: #"{"collection":"#.utf8)
+            Value.writeJSONString(change.key.collection, to: &bytes)
+            bytes.append(contentsOf: #","delta":"#.utf8)
+            change.delta.writeEncoded(to: &bytes)
+            bytes.append(contentsOf: #","id":"#.utf8)
+            Value.writeJSONString(change.key.id, to: &bytes)
+            bytes.append(contentsOf: #","writes":"#.utf8)
+            Value.writeDecimal(Int64(change.writes), to: &bytes)
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(contentsOf: #"],"clientId":"#.utf8)
+        Value.writeJSONString(batch.clientID, to: &bytes)
+        bytes.append(contentsOf: #","strategy":"#.utf8)
+        Value.writeJSONString(strategy.rawValue, to: &bytes)
+        bytes.append(UInt8(ascii: "}"))
         return bytes
     }
 
@@ -138,10 +161,34 @@ public struct PushResponse: Hashable, Sendable {
         })])
     }
 
-    /// The canonical JSON body.
+    /// The canonical JSON body (`encoded`, written directly).
     public var body: [UInt8] {
         var bytes: [UInt8] = []
-        encoded.writeCanonicalJSON(to: &bytes)
+        bytes.append(contentsOf: #"{"results":["#.utf8)
+        for (index, result) in results.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            // Keys in canonical order: conflicts, message, state, status, statusCode, version.
+            switch result {
+            case .applied(let version, let state, let conflicts):
+                bytes.append(contentsOf: #"{"conflicts":"#.utf8)
+                Value.array(conflicts.map(\.wire)).writeCanonicalJSON(to: &bytes)
+                bytes.append(contentsOf: #","state":"#.utf8)
+                state.writeEncoded(to: &bytes)
+                bytes.append(contentsOf: #","status":"applied","version":"#.utf8)
+                Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
+                bytes.append(UInt8(ascii: "}"))
+            case .unresolved(let state, let conflicts):
+                bytes.append(contentsOf: #"{"conflicts":"#.utf8)
+                Value.array(conflicts.map(\.wire)).writeCanonicalJSON(to: &bytes)
+                bytes.append(contentsOf: #","state":"#.utf8)
+                state.writeEncoded(to: &bytes)
+                bytes.append(contentsOf: #","status":"conflict"}"#.utf8)
+            case .rejected(let statusCode, let message):
+                Value.map(["status": "rejected", "statusCode": .int(Int64(statusCode)), "message": .string(message)])
+                    .writeCanonicalJSON(to: &bytes)
+            }
+        }
+        bytes.append(contentsOf: "]}".utf8)
         return bytes
     }
 

@@ -66,8 +66,12 @@ import Testing
 
     @Test func parserRefusesInvalidUTF8() async {
         let bytes: [UInt8] = Array(#"{"a": ""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
-        #expect(throws: ValueError(.invalidUTF8, field: "", detail: "a string is not valid UTF-8")) {
+        #expect(throws: ValueError(.invalidUTF8, field: "a", detail: "a string is not valid UTF-8")) {
             try Value(json: bytes)
+        }
+        // The field is named however deep it lies.
+        #expect(throws: ValueError(.invalidUTF8, field: "b.c", detail: "lone surrogate in a string")) {
+            try Value(json: #"{"a": 1, "b": {"c": ["\ud800"]}}"#)
         }
     }
 
