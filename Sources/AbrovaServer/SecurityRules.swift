@@ -103,7 +103,8 @@ public struct PresetRules: SecurityRules, Hashable {
     }
 
     public func validate(_ document: StoredDocument) throws(RequestError) {
-        guard let data = document.data else { return }
+        // The document is built only when there is something to check in it.
+        guard !requiredFields.isEmpty, let data = document.data else { return }
         for field in requiredFields where data[field] == nil {
             throw RequestError.invalid("\(document.key.collection) documents must have the field \"\(field)\"")
         }

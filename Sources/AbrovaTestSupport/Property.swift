@@ -237,4 +237,10 @@ public struct SplitMix64: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
+    /// The next `count` bytes of the stream.
+    public mutating func bytes(_ count: Int) -> [UInt8] {
+        var words = (0..<(count + 7) / 8).map { _ in next() }
+        return words.withUnsafeMutableBytes { Array($0.prefix(count)) }
+    }
 }

@@ -262,8 +262,26 @@ public struct ServerDocument: Hashable, Sendable {
     /// The canonical JSON body of an online read's answer.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
-        encoded.writeCanonicalJSON(to: &bytes)
+        write(to: &bytes)
         return bytes
+    }
+
+    /// Appends the canonical JSON of `encoded`, written directly.
+    func write(to bytes: inout [UInt8]) {
+        // Keys in canonical order: collection, data, deleted, id, state, version.
+        bytes.append(contentsOf: #"{"collection":"#.utf8)
+        Value.writeJSONString(key.collection, to: &bytes)
+        if let data = state.documentJSON {
+            bytes.append(contentsOf: #","data":"#.utf8)
+            bytes.append(contentsOf: data.utf8)
+        }
+        bytes.append(contentsOf: state.exists ? #","deleted":false,"id":"#.utf8 : #","deleted":true,"id":"#.utf8)
+        Value.writeJSONString(key.id, to: &bytes)
+        bytes.append(contentsOf: #","state":"#.utf8)
+        state.writeEncoded(to: &bytes)
+        bytes.append(contentsOf: #","version":"#.utf8)
+        Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
+        bytes.append(UInt8(ascii: "}"))
     }
 
     /// Reads an online read's answer.
@@ -296,10 +314,19 @@ public struct PullResponse: Hashable, Sendable {
         .map(["documents": .array(documents.map(\.encoded)), "cursor": .string(cursor), "hasMore": .bool(hasMore)])
     }
 
-    /// The canonical JSON body.
+    /// The canonical JSON body (`encoded`, written directly).
     public var body: [UInt8] {
         var bytes: [UInt8] = []
-        encoded.writeCanonicalJSON(to: &bytes)
+        bytes.reserveCapacity(64 + documents.count * 512)
+        // Keys in canonical order: cursor, documents, hasMore.
+        bytes.append(contentsOf: #"{"cursor":"#.utf8)
+        Value.writeJSONString(cursor, to: &bytes)
+        bytes.append(contentsOf: #","documents":["#.utf8)
+        for (index, document) in documents.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            document.write(to: &bytes)
+        }
+        bytes.append(contentsOf: hasMore ? #"],"hasMore":true}"#.utf8 : #"],"hasMore":false}"#.utf8)
         return bytes
     }
 

@@ -1,4 +1,5 @@
 import AbrovaServer
+import AbrovaTestSupport
 import Testing
 
 @Suite struct DigestTests {
@@ -61,7 +62,7 @@ import Testing
 
     @Test func incrementalUpdatesEqualOneShotForRandomSplits() {
         for seed: UInt64 in 1...200 {
-            var random = SeededGenerator(seed: seed)
+            var random = SplitMix64(seed: seed)
             let length = Int(random.next() % 600)
             let message = (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
             var hasher = SHA256()
@@ -138,19 +139,3 @@ private func hex(_ bytes: [UInt8]) -> String {
     return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
 }
 
-/// SplitMix64: a seeded, repeatable generator, so a failing split can be replayed from its seed.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-}

@@ -28,7 +28,7 @@ import Testing
     }
 
     @Test func randomBytesRoundTrip() throws {
-        var generator = SeededGenerator(seed: 42)
+        var generator = SplitMix64(seed: 42)
         for count in [2, 1_000, 131_072, 300_001] {
             let bytes = generator.bytes(count)
             #expect(try Zstd.decompress(Zstd.compress(bytes), limit: count) == bytes, "\(count) bytes")
@@ -43,7 +43,7 @@ import Testing
 
     @Test func concatenatedFramesDecompressToTheirConcatenation() throws {
         let first = makeJSONLikeText(byteCount: 50_000)
-        var generator = SeededGenerator(seed: 7)
+        var generator = SplitMix64(seed: 7)
         let second = generator.bytes(20_000)
         let body = try Zstd.compress(first) + Zstd.compress([]) + Zstd.compress(second, level: 1)
         #expect(try Zstd.decompress(body, limit: 70_000) == first + second)
@@ -70,7 +70,7 @@ import Testing
     }
 
     @Test func randomBytesAreCorrupt() {
-        var generator = SeededGenerator(seed: 3)
+        var generator = SplitMix64(seed: 3)
         for count in [1, 4, 5, 100, 10_000] {
             let error = #expect(throws: ZstdError.self) { try Zstd.decompress(generator.bytes(count), limit: 1 << 20) }
             #expect(error?.code == .corrupt, "\(count) random bytes")
@@ -101,7 +101,7 @@ import Testing
 
     @Test func aFlippedContentByteFailsTheChecksum() throws {
         // Stored raw, so a flip changes one output byte and only the checksum can notice.
-        var generator = SeededGenerator(seed: 11)
+        var generator = SplitMix64(seed: 11)
         let bytes = generator.bytes(10_000)
         var frame = try Zstd.compress(bytes)
         frame[frame.count / 2] ^= 0x01
@@ -120,7 +120,7 @@ import Testing
 
     @Test func trailingGarbageIsCorrupt() throws {
         let frame = try Zstd.compress(makeJSONLikeText(byteCount: 5_000))
-        var generator = SeededGenerator(seed: 5)
+        var generator = SplitMix64(seed: 5)
         let tails: [[UInt8]] = [[0], [0x28, 0xB5, 0x2F], Array("\n".utf8), generator.bytes(3), generator.bytes(64), Array(frame[..<10])]
         for tail in tails {
             let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame + tail, limit: 1 << 20) }
@@ -189,7 +189,7 @@ import Testing
 
     @Test func frameNeedingALargerWindowIsRefused() throws {
         // Random data repeated at a distance of 4.5 MB: only a window past 8 MB finds the repeat.
-        var generator = SeededGenerator(seed: 27)
+        var generator = SplitMix64(seed: 27)
         let half = generator.bytes(9 << 19)
         let bytes = half + half
         let frame = try ZstdFrames.streamCompress(repeating: bytes, times: 1, windowLog: 27, level: 1)
@@ -218,29 +218,10 @@ import Testing
 
 // MARK: Helpers
 
-/// A repeatable generator (SplitMix64), so a failure can be replayed from its seed.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func bytes(_ count: Int) -> [UInt8] {
-        var words = (0..<(count + 7) / 8).map { _ in next() }
-        return words.withUnsafeMutableBytes { Array($0.prefix(count)) }
-    }
-}
 
 /// Text shaped like a sync body: an array of small documents with varying values.
 private func makeJSONLikeText(byteCount: Int) -> [UInt8] {
-    var generator = SeededGenerator(seed: UInt64(byteCount))
+    var generator = SplitMix64(seed: UInt64(byteCount))
     var text = "["
     var index = 0
     while text.utf8.count < byteCount {
