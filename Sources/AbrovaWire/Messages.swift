@@ -31,15 +31,8 @@ public struct PushRequest: Hashable, Sendable {
         self.strategy = strategy
     }
 
-    /// The JSON form: `{"batchSeq", "changes": [{"collection", "id", "delta", "writes"}], "clientId", "strategy"}`.
-    public var encoded: Value {
-        guard case .map(var parts) = batch.encoded else { return .null }
-        parts["strategy"] = .string(strategy.rawValue)
-        return .map(parts)
-    }
-
-    /// The canonical JSON body (`encoded`, written directly); a retry of the same batch has the
-    /// same bytes.
+    /// The canonical JSON body, `{"batchSeq", "changes": [{"collection", "delta", "id", "writes"}],
+    /// "clientId", "strategy"}`; a retry of the same batch has the same bytes.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64 + batch.changes.count * 256)
@@ -144,24 +137,9 @@ public struct PushResponse: Hashable, Sendable {
     /// An answer holding `results`.
     public init(results: [ChangeResult]) { self.results = results }
 
-    /// The JSON form: `{"results": [...]}` where a result is `{"status": "applied", "version",
-    /// "state", "conflicts"}`, `{"status": "conflict", "state", "conflicts"}` or
+    /// The canonical JSON body: `{"results": [...]}` where a result is `{"status": "applied",
+    /// "version", "state", "conflicts"}`, `{"status": "conflict", "state", "conflicts"}` or
     /// `{"status": "rejected", "statusCode", "message"}`.
-    public var encoded: Value {
-        .map(["results": .array(results.map { result in
-            switch result {
-            case .applied(let version, let state, let conflicts):
-                .map(["status": "applied", "version": version.wire, "state": state.encoded,
-                      "conflicts": .array(conflicts.map(\.wire))])
-            case .unresolved(let state, let conflicts):
-                .map(["status": "conflict", "state": state.encoded, "conflicts": .array(conflicts.map(\.wire))])
-            case .rejected(let statusCode, let message):
-                .map(["status": "rejected", "statusCode": .int(Int64(statusCode)), "message": .string(message)])
-            }
-        })])
-    }
-
-    /// The canonical JSON body (`encoded`, written directly).
     public var body: [UInt8] {
         var bytes: [UInt8] = []
         bytes.append(contentsOf: #"{"results":["#.utf8)
@@ -240,17 +218,6 @@ public struct ServerDocument: Hashable, Sendable {
         self.state = state
     }
 
-    /// The JSON form: `{"collection", "id", "version", "deleted", "state", "data"}`; `data` (the
-    /// document, for readers that do not need the state) only when it exists.
-    public var encoded: Value {
-        var parts: [String: Value] = [
-            "collection": .string(key.collection), "id": .string(key.id), "version": version.wire,
-            "deleted": .bool(!state.exists), "state": state.encoded,
-        ]
-        if let document = state.document { parts["data"] = document }
-        return .map(parts)
-    }
-
     init(wire value: Value, in context: String) throws(RequestError) {
         let parts = try fields(of: value, allowed: ["collection", "id", "version", "deleted", "state", "data"], in: context)
         key = DocumentKey(collection: try string(parts["collection"], named: "\(context).collection"),
@@ -259,14 +226,16 @@ public struct ServerDocument: Hashable, Sendable {
         state = try AbrovaWire.state(parts["state"], in: context)
     }
 
-    /// The canonical JSON body of an online read's answer.
+    /// The canonical JSON body of an online read's answer: `{"collection", "data", "deleted", "id",
+    /// "state", "version"}`; `data` (the document, for readers that do not need the state) only
+    /// when it exists.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
         write(to: &bytes)
         return bytes
     }
 
-    /// Appends the canonical JSON of `encoded`, written directly.
+    /// Appends the canonical JSON form.
     func write(to bytes: inout [UInt8]) {
         // Keys in canonical order: collection, data, deleted, id, state, version.
         bytes.append(contentsOf: #"{"collection":"#.utf8)
@@ -309,12 +278,7 @@ public struct PullResponse: Hashable, Sendable {
         self.hasMore = hasMore
     }
 
-    /// The JSON form: `{"cursor", "documents": [...], "hasMore"}`.
-    public var encoded: Value {
-        .map(["documents": .array(documents.map(\.encoded)), "cursor": .string(cursor), "hasMore": .bool(hasMore)])
-    }
-
-    /// The canonical JSON body (`encoded`, written directly).
+    /// The canonical JSON body: `{"cursor", "documents": [...], "hasMore"}`.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64 + documents.count * 512)
