@@ -190,16 +190,17 @@ extension RawHTTPConnection.Response {
 
     @Test func anOverloadedServerAnswers429WithRetryAfter() async throws {
         let gate = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
+        let entered = Locked(false)
         let live = try LiveServer(http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
                                   afterPushCommit: { _ in
-                                      entered.signal()
-                                      _ = gate.wait(timeout: .now() + 20)
+                                      entered.update { $0 = true }
+                                      _ = gate.wait(timeout: .now() + 30)  // a server thread, not a task's
                                   })
         let request = makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1)
-        let held = Task.detached { try live.push(request) }
-        entered.wait()
-        let refused = try live.send("GET", "/v1/pull")
+        let held = Task { try await onNewThread { try live.push(request) } }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !entered.value, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let refused = try await onNewThread { try live.send("GET", "/v1/pull") }
         #expect(refused.status == 429 && refused.headers["retry-after"] == "1")
         gate.signal()
         #expect(try await held.value.status == 200)
@@ -213,7 +214,7 @@ extension RawHTTPConnection.Response {
         let clients = 4
         let batches = 15
         let pusherTasks = (0..<clients).map { client in
-            Task.detached {
+            Task { try await onNewThread {
                 var versions: [Version] = []
                 for sequence in 1...batches {
                     let changes = try (0..<3).map { index in
@@ -225,10 +226,10 @@ extension RawHTTPConnection.Response {
                     for case .applied(let version, _, _) in try PushResponse(body: response.body).results { versions.append(version) }
                 }
                 return versions
-            }
+            } }
         }
         // The puller follows the cursor while the pushers run; what it ends with must be the final state.
-        let puller = Task.detached {
+        let puller = Task { try await onNewThread {
             var seen: [DocumentKey: ServerDocument] = [:]
             var cursor = ""
             var lastVersion = Version.zero
@@ -245,10 +246,10 @@ extension RawHTTPConnection.Response {
                 rounds += 1
                 if !page.hasMore {
                     if isQuiet.value { return (seen, rounds) }
-                    try await Task.sleep(for: .milliseconds(2))
+                    Thread.sleep(forTimeInterval: 0.002)
                 }
             }
-        }
+        } }
         var all: [Version] = []
         for task in pusherTasks { all += try await task.value }
         isQuiet.update { $0 = true }
