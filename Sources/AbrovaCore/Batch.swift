@@ -81,8 +81,10 @@ public struct Batch: Hashable, Sendable {
 /// The server's answer for one change of a batch.
 public enum ChangeResult: Hashable, Sendable {
     /// Applied, possibly after settling conflicts by the strategy. `state` is the document's whole
-    /// state after the change, written at `version`.
-    case applied(version: Version, state: DocumentState, conflicts: [Conflict])
+    /// state after the change, written at `version`; `nil` when the change was uncontested
+    /// (`DocumentState.isUncontested(by:)`): the state is then the client's confirmed state with
+    /// the change joined at `version`, which the client computes itself.
+    case applied(version: Version, state: DocumentState?, conflicts: [Conflict])
     /// Under the manual strategy: nothing applied; `state` is the server's document.
     case unresolved(state: DocumentState, conflicts: [Conflict])
     /// Refused (rules, invalid data): nothing applied.

@@ -136,6 +136,14 @@ public struct DocumentState: Hashable, Sendable {
     /// Whether the document exists.
     public var exists: Bool { existence.exists }
 
+    /// Whether nobody has written the document: no fields, not even tombstones.
+    public var isPristine: Bool { existence == .never && fields.isEmpty }
+
+    /// Whether `delta` meets no write it has not seen: nothing here is newer than its earliest base.
+    /// Its join is then the same under every strategy, without conflicts, so the client can compute
+    /// the server's result from its own confirmed state (Spec/protocol.md, push answers).
+    public func isUncontested(by delta: DocumentDelta) -> Bool { version <= delta.earliestBase }
+
     /// The field stored at exactly `path`.
     public subscript(path: FieldPath) -> Field? { fields[path] }
 

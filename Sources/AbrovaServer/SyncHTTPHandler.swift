@@ -70,8 +70,7 @@ public struct SyncHTTPHandler: Sendable {
         case ("POST", ["v1", "push"]):
             let who = try authenticate(request)
             caller = who
-            let push = try PushRequest(body: try decodedBody(of: request), limits: service.configuration.limits)
-            return encoded(status: 200, body: try service.push(push, caller: who), for: request)
+            return encoded(status: 200, body: try service.push(body: try decodedBody(of: request), caller: who), for: request)
         case ("GET", ["v1", "pull"]):
             let who = try authenticate(request)
             caller = who

@@ -55,19 +55,32 @@ public final class SyncService: Sendable {
 
     // MARK: - Push
 
+    /// Reads a pushed body (`PushRequest(body:)`) and applies it. A retry must repeat the body's
+    /// bytes (once decompressed): they are what the dedupe record's digest covers.
+    ///
+    /// - Throws: `RequestError`: 400 or 413 for a body that is not a valid push; the rest as
+    ///   `push(_:caller:)`.
+    public func push(body: [UInt8], caller: Caller) throws(RequestError) -> [UInt8] {
+        let request = try PushRequest(body: body, limits: configuration.limits)
+        return try push(request, digest: SHA256.hash(body), caller: caller)
+    }
+
     /// Applies a batch in one transaction together with its dedupe record and its answer, and
     /// returns the answer's body (a `PushResponse`). A retried batch gets the stored answer, byte
-    /// for byte.
+    /// for byte. The batch's body is taken to be its canonical JSON (`PushRequest.body`).
     ///
     /// - Throws: `RequestError`: 401 without a user; 403 when the client id belongs to another
     ///   user; 409 for a batch number below the client's last; 422 for the last number with a
     ///   different body; 500 when the store fails (nothing is applied then).
     public func push(_ request: PushRequest, caller: Caller) throws(RequestError) -> [UInt8] {
+        try push(request, digest: SHA256.hash(request.body), caller: caller)
+    }
+
+    private func push(_ request: PushRequest, digest: [UInt8], caller: Caller) throws(RequestError) -> [UInt8] {
         guard let user = caller.userID else {
             throw RequestError(statusCode: 401, message: "pushing needs a signed-in user (Authorization: Bearer token)")
         }
         let batch = request.batch
-        let digest = SHA256.hash(request.body)
         let now = configuration.clock()
         let answer = try Self.storeCall(log: configuration.log) {
             try store.write { transaction in
@@ -113,6 +126,7 @@ public final class SyncService: Sendable {
         let rules = rules.rules(for: change.key.collection)
         let before = try transaction.document(change.key)
         var state = before?.state ?? DocumentState()
+        let isUncontested = state.isUncontested(by: change.delta)
         // Every change takes a version, applied or not: versions are unique and follow commit
         // order; they need not be dense.
         let version = try transaction.nextVersion()
@@ -139,9 +153,10 @@ public final class SyncService: Sendable {
             return .unresolved(state: server.state, conflicts: report.conflicts)
         }
         try transaction.saveDocument(after, at: now)
-        // A caller who may write but not read gets only what this change wrote.
-        return .applied(version: version, state: rules.allowsRead(after, by: caller) ? state : report.changes,
-                        conflicts: report.conflicts)
+        // An uncontested change's state the client computes; a caller who may write but not read
+        // gets only what this change wrote.
+        let answered = isUncontested ? nil : rules.allowsRead(after, by: caller) ? state : report.changes
+        return .applied(version: version, state: answered, conflicts: report.conflicts)
     }
 
     // MARK: - Pull

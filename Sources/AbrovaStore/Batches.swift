@@ -93,7 +93,14 @@ extension LocalStore {
                 settledWrites[change.key, default: 0] += change.writes
                 switch result {
                 case .applied(let version, let server, let conflicts):
-                    state.merge(server)
+                    if let server {
+                        state.merge(server)
+                    } else if state.version < version {
+                        // Uncontested: the server's state is ours with the change joined. (From a
+                        // version on, a pull already brought a state that holds the change.) Should
+                        // the join fail here (it did not on the server), the next pull brings it.
+                        _ = try? ConflictStrategy.merge.apply(change.delta, to: &state, version: version)
+                    }
                     ownVersions[change.key, default: []].insert(version)
                     if !conflicts.isEmpty { report.conflicts[change.key, default: []] += conflicts }
                 case .unresolved(let server, let conflicts):

@@ -28,6 +28,7 @@ public struct InMemoryServer: Sendable {
                 continue
             }
             var state = documents[change.key] ?? DocumentState()
+            let isUncontested = state.isUncontested(by: change.delta)
             let next = version.next
             version = next  // every change takes a version, applied or not
             do {
@@ -37,7 +38,8 @@ public struct InMemoryServer: Sendable {
                     continue
                 }
                 documents[change.key] = state
-                answer.append(.applied(version: next, state: state, conflicts: report.conflicts))
+                // As the real server: an uncontested change's state is left for the client to compute.
+                answer.append(.applied(version: next, state: isUncontested ? nil : state, conflicts: report.conflicts))
             } catch {
                 answer.append(.rejected(statusCode: error.statusCode, message: error.description))
             }

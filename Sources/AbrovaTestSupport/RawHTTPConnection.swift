@@ -112,8 +112,10 @@ public final class RawHTTPConnection {
         return Response(status: status, headers: headers, body: body)
     }
 
+    /// The receive buffer, made once: zeroing a fresh one per read costs as much as a small request.
+    private var chunk = [UInt8](repeating: 0, count: 65536)
+
     private func fill() throws {
-        var chunk = [UInt8](repeating: 0, count: 65536)
         let count = chunk.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
         guard count > 0 else {
             throw RawHTTPConnection.Failure(description: count == 0 ? "connection closed by the server" : "recv: errno \(errno)")

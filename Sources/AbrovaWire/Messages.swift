@@ -138,8 +138,9 @@ public struct PushResponse: Hashable, Sendable {
     public init(results: [ChangeResult]) { self.results = results }
 
     /// The canonical JSON body: `{"results": [...]}` where a result is `{"status": "applied",
-    /// "version", "state", "conflicts"}`, `{"status": "conflict", "state", "conflicts"}` or
-    /// `{"status": "rejected", "statusCode", "message"}`.
+    /// "version", "state"?, "conflicts"}` (no state for an uncontested change),
+    /// `{"status": "conflict", "state", "conflicts"}` or `{"status": "rejected", "statusCode",
+    /// "message"}`.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
         bytes.append(contentsOf: #"{"results":["#.utf8)
@@ -150,8 +151,10 @@ public struct PushResponse: Hashable, Sendable {
             case .applied(let version, let state, let conflicts):
                 bytes.append(contentsOf: #"{"conflicts":"#.utf8)
                 Value.array(conflicts.map(\.wire)).writeCanonicalJSON(to: &bytes)
-                bytes.append(contentsOf: #","state":"#.utf8)
-                state.writeEncoded(to: &bytes)
+                if let state {
+                    bytes.append(contentsOf: #","state":"#.utf8)
+                    state.writeEncoded(to: &bytes)
+                }
                 bytes.append(contentsOf: #","status":"applied","version":"#.utf8)
                 Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
                 bytes.append(UInt8(ascii: "}"))
@@ -183,7 +186,7 @@ public struct PushResponse: Hashable, Sendable {
             switch try string(result["status"], named: "\(context).status") {
             case "applied":
                 results.append(.applied(version: try Version(wire: result["version"], named: "\(context).version"),
-                                        state: try state(result["state"], in: context),
+                                        state: try result["state"].map { value throws(RequestError) in try state(value, in: context) },
                                         conflicts: try conflicts(result["conflicts"], in: context)))
             case "conflict":
                 results.append(.unresolved(state: try state(result["state"], in: context),
