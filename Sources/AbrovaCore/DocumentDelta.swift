@@ -101,14 +101,22 @@ public struct DocumentDelta: Hashable, Sendable {
 
     /// The earliest base of any part (`Version.zero` for an empty change).
     public var earliestBase: Version {
-        [create, delete, earliestFieldBase].compactMap { $0 }.min() ?? .zero
+        var earliest = earliestFieldBase
+        if let create { earliest = min(earliest ?? create, create) }
+        if let delete { earliest = min(earliest ?? delete, delete) }
+        return earliest ?? .zero
     }
 
-    /// The earliest base of the field parts, or `nil` when there are none.
+    /// The earliest base of the field parts, or `nil` when there are none. (Asked for every pushed
+    /// change, so it makes no arrays.)
     var earliestFieldBase: Version? {
-        let bases = [removals.values.min(), fieldRemovals.values.min(),
-                     assignments.values.lazy.map(\.base).min(), setChanges.values.lazy.map(\.base).min()]
-        return bases.compactMap { $0 }.min()
+        var earliest: Version?
+        func consider(_ base: Version) { earliest = min(earliest ?? base, base) }
+        for base in removals.values { consider(base) }
+        for base in fieldRemovals.values { consider(base) }
+        for assignment in assignments.values { consider(assignment.base) }
+        for change in setChanges.values { consider(change.base) }
+        return earliest
     }
 
     // MARK: Building deltas from an app's calls

@@ -133,6 +133,25 @@ public struct DocumentState: Hashable, Sendable {
         return liveValue(within: .root) ?? .map([:])
     }
 
+    /// A new document made by `delta` with distinct top-level fields, the common create: what
+    /// `applyLocally` gives on a pristine state, without looking for what each write replaces.
+    /// `nil` for any other change.
+    init?(creating delta: DocumentDelta, at version: Version) {
+        guard delta.create != nil, !delta.assignments.keys.contains(where: \.isNested),
+              !delta.setChanges.keys.contains(where: { $0.isNested || delta.assignments[$0] != nil }) else { return nil }
+        self.init()
+        fields.reserveCapacity(delta.assignments.count + delta.setChanges.count)
+        existence = Existence(exists: delta.delete == nil, version: version)
+        self.version = version
+        for (path, assignment) in delta.assignments {
+            store(.register(Register(value: assignment.value, version: version)), at: path)
+        }
+        for (path, change) in delta.setChanges {
+            let elements = Dictionary(uniqueKeysWithValues: change.adds.map { ($0, version) })
+            store(.set(ObservedRemoveSet(elements: elements, version: version)), at: path)
+        }
+    }
+
     /// Whether the document exists.
     public var exists: Bool { existence.exists }
 

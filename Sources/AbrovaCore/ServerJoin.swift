@@ -30,7 +30,11 @@ extension ConflictStrategy {
         guard delta.hasEdits else { return JoinReport() }  // deleting what is not there changes nothing
         guard delta.create != nil else { throw ValueError(.documentNotFound, field: "", detail: "the document does not exist") }
         var result = state
-        result.applyLocally(delta, at: version)
+        if let created = DocumentState(creating: delta, at: version) {
+            result = created
+        } else {
+            result.applyLocally(delta, at: version)
+        }
         guard result.byteSize <= ValueLimits.maximumDocumentBytes else {
             throw ValueError(.tooLarge, field: "",
                              detail: "the document would hold \(result.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
