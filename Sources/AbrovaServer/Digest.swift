@@ -191,7 +191,9 @@ public struct SHA256: Sendable {
 extension UInt32 {
     @inline(__always)
     fileprivate func rotatedRight(_ count: UInt32) -> UInt32 {
-        (self >> count) | (self << (32 - count))
+        // Masking shifts: the plain ones check for over-shifting, which the compiler then cannot
+        // turn into one rotate instruction.
+        (self &>> count) | (self &<< (32 &- count))
     }
 }
 
