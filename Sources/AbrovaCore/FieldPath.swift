@@ -18,12 +18,38 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
     ///   character field names may not hold (see `checkName(_:at:)`).
     public init(_ dotted: String) throws(ValueError) {
         if !dotted.isEmpty {
-            for segment in dotted.split(separator: Self.separator, omittingEmptySubsequences: false) {
-                if segment.isEmpty { throw ValueError(.invalidFieldName, field: dotted, detail: "a path segment is empty") }
-                try Self.checkName(segment, at: dotted)
+            // Decoders make a path from every key they read: ASCII text, the usual case, is checked
+            // in one pass over its bytes. Other text is split by characters, where a `.` followed by
+            // a combining mark is no separator.
+            if dotted.utf8.allSatisfy({ $0 < 0x80 }) {
+                try Self.checkASCII(dotted)
+            } else {
+                for segment in dotted.split(separator: Self.separator, omittingEmptySubsequences: false) {
+                    if segment.isEmpty { throw Self.emptySegment(in: dotted) }
+                    try Self.checkName(segment, at: dotted)
+                }
             }
         }
         self.dotted = dotted
+    }
+
+    /// Checks an ASCII path's segments in one pass, finding the problem that splitting it would find first.
+    private static func checkASCII(_ dotted: String) throws(ValueError) {
+        var segmentLength = 0
+        for byte in dotted.utf8 {
+            if byte == UInt8(ascii: ".") {
+                if segmentLength == 0 { throw emptySegment(in: dotted) }
+                segmentLength = 0
+            } else {
+                if !isAllowedInName(byte) { throw badName(at: dotted) }
+                segmentLength += 1
+            }
+        }
+        if segmentLength == 0 { throw emptySegment(in: dotted) }
+    }
+
+    private static func emptySegment(in dotted: String) -> ValueError {
+        ValueError(.invalidFieldName, field: dotted, detail: "a path segment is empty")
     }
 
     /// Makes a path from segments.
@@ -46,15 +72,20 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
     ///
     /// - Throws: `ValueError` with code `invalidFieldName` naming `path`.
     public static func checkName(_ name: some StringProtocol, at path: String) throws(ValueError) {
-        for byte in name.utf8 {
-            switch byte {
-            case 0x00..<0x20, 0x7F, UInt8(ascii: "'"), UInt8(ascii: "\""), UInt8(ascii: "`"), UInt8(ascii: ";"), UInt8(ascii: "\\"):
-                throw ValueError(.invalidFieldName, field: path,
-                                 detail: "a field name may not hold control characters or any of ' \" ` ; \\")
-            default:
-                continue
-            }
+        for byte in name.utf8 where !isAllowedInName(byte) {
+            throw badName(at: path)
         }
+    }
+
+    private static func isAllowedInName(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x00..<0x20, 0x7F, UInt8(ascii: "'"), UInt8(ascii: "\""), UInt8(ascii: "`"), UInt8(ascii: ";"), UInt8(ascii: "\\"): false
+        default: true
+        }
+    }
+
+    private static func badName(at path: String) -> ValueError {
+        ValueError(.invalidFieldName, field: path, detail: "a field name may not hold control characters or any of ' \" ` ; \\")
     }
 
     /// A path known to be valid (built from validated parts).

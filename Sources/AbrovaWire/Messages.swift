@@ -61,71 +61,20 @@ public struct PushRequest: Hashable, Sendable {
         return bytes
     }
 
-    /// Reads a push body, checking every part.
+    /// Reads a push body in one pass over its bytes, checking every part (PushReading.swift).
     ///
     /// - Throws: `RequestError` 400 naming what is malformed (413 for too many changes or a
     ///   value too large).
     public init(body: some Collection<UInt8>, limits: WireLimits = WireLimits()) throws(RequestError) {
-        let value: Value
+        var reader = JSONReader(bytes: Array(body), maximumDepth: ValueLimits.maximumEncodedDepth)
+        let form: PushForm
         do {
-            value = try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)
+            form = try PushForm.read(from: &reader, limits: limits)
+            try reader.finish()
         } catch {
             throw RequestError(error, context: "the body is not valid JSON")
         }
-        let parts = try fields(of: value, allowed: ["clientId", "batchSeq", "strategy", "changes"], in: "the push")
-        let clientID = try string(parts["clientId"], named: "clientId")
-        try checkClientID(clientID)
-        guard case .int(let sequence)? = parts["batchSeq"], sequence >= 1 else {
-            throw RequestError.invalid("batchSeq must be an integer from 1")
-        }
-        guard let strategy = ConflictStrategy(rawValue: try string(parts["strategy"], named: "strategy")) else {
-            throw RequestError.invalid("strategy must be one of serverWins, clientWins, merge, manual")
-        }
-        guard case .array(let items)? = parts["changes"] else { throw RequestError.invalid("changes must be an array") }
-        guard items.count <= limits.maximumChanges else {
-            throw RequestError(statusCode: 413, message: "the batch holds \(items.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
-        }
-        var changes: [BatchChange] = []
-        changes.reserveCapacity(items.count)
-        for (index, item) in items.enumerated() {
-            changes.append(try Self.change(item, at: index))
-        }
-        self.init(batch: Batch(clientID: clientID, sequence: sequence, changes: changes), strategy: strategy)
-    }
-
-    private static func change(_ item: Value, at index: Int) throws(RequestError) -> BatchChange {
-        let context = "changes[\(index)]"
-        if let parts = item.mapValue {
-            for owned in ["version", "owner"] where parts[owned] != nil {
-                throw RequestError.invalid("\(context): \(owned) is set by the server; a change may not carry it")
-            }
-        }
-        let parts = try fields(of: item, allowed: ["collection", "id", "delta", "writes"], in: context)
-        let key = DocumentKey(collection: try string(parts["collection"], named: "\(context).collection"),
-                              id: try string(parts["id"], named: "\(context).id"))
-        do {
-            try key.validate()
-        } catch {
-            throw RequestError(error, context: context)
-        }
-        var writes = 1
-        if let count = parts["writes"] {
-            guard case .int(let number) = count, number >= 1, number <= Int64(Int32.max) else {
-                throw RequestError.invalid("\(context).writes must be a positive integer")
-            }
-            writes = Int(number)
-        }
-        guard let encodedDelta = parts["delta"] else { throw RequestError.invalid("\(context).delta is missing") }
-        _ = try fields(of: encodedDelta, allowed: ["create", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
-                       in: "\(context).delta")
-        let delta: DocumentDelta
-        do {
-            delta = try DocumentDelta(encoded: encodedDelta)
-        } catch {
-            throw RequestError(error, context: "\(context) (\(key))")
-        }
-        guard !delta.isEmpty else { throw RequestError.invalid("\(context) (\(key)) changes nothing") }
-        return BatchChange(key: key, delta: delta, writes: writes)
+        self = try form.request(limits: limits)
     }
 }
 
@@ -335,13 +284,19 @@ private func parse(_ body: some Collection<UInt8>) throws(RequestError) -> Value
 private func fields(of value: Value, allowed: Set<String>, in context: String) throws(RequestError) -> [String: Value] {
     guard case .map(let parts) = value else { throw RequestError.invalid("\(context) must be a JSON object") }
     if let unknown = parts.keys.first(where: { !allowed.contains($0) }) {
-        throw RequestError.invalid("\(context) has an unknown key \"\(unknown.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
+        throw unknownKeyError(unknown, allowed: allowed, in: context)
     }
     return parts
 }
 
-private func string(_ value: Value?, named name: String) throws(RequestError) -> String {
-    guard case .string(let text)? = value else { throw RequestError.invalid("\(name) must be a string") }
+/// The refusal of a key that is not in `allowed`.
+func unknownKeyError(_ key: String, allowed: some Sequence<String>, in context: String) -> RequestError {
+    RequestError.invalid("\(context) has an unknown key \"\(key.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
+}
+
+/// The text of a string part; `name` is built only for a refusal.
+func string(_ value: Value?, named name: @autoclosure () -> String) throws(RequestError) -> String {
+    guard case .string(let text)? = value else { throw RequestError.invalid("\(name()) must be a string") }
     return text
 }
 

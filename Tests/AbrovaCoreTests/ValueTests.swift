@@ -132,6 +132,31 @@ import Testing
         }
     }
 
+    /// `FieldPath(_:)` checks ASCII text in one pass over its bytes: the same answer as splitting it
+    /// by characters, as it did before (and still does for other text, where a `.` followed by a
+    /// combining mark is no separator).
+    @Test func pathsAreCheckedAsSplittingThemWould() async {
+        func splitting(_ dotted: String) -> Result<String, ValueError> {
+            Result { () throws(ValueError) in
+                if !dotted.isEmpty {
+                    for segment in dotted.split(separator: ".", omittingEmptySubsequences: false) {
+                        if segment.isEmpty { throw ValueError(.invalidFieldName, field: dotted, detail: "a path segment is empty") }
+                        try FieldPath.checkName(segment, at: dotted)
+                    }
+                }
+                return dotted
+            }
+        }
+        let pieces = ["a", "b", ".", ".", ";", "\t", "\"", "\u{301}", "é", "K", " ", "\u{7F}"]
+        let failure = await Property.check("paths checked as splitting would", generate: { choices in
+            (0..<choices.below(7)).map { _ in choices.element(of: pieces) }.joined()
+        }, property: { dotted in
+            let answer = Result { () throws(ValueError) in try FieldPath(dotted).dotted }
+            return answer == splitting(dotted) ? nil : "\(answer) != \(splitting(dotted))"
+        })
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+
     @Test func nestingDeeperThanTheLimitIsRefused() async {
         var value: Value = 1
         for _ in 0..<ValueLimits.maximumDepth { value = ["level": value] }
