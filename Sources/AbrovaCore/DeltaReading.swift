@@ -83,6 +83,11 @@ private struct DeltaPartsReader {
         if let error = problem.error { return .invalid(error) }
         var delta = delta
         delta.noteNestedPaths()
+        do {
+            try delta.checkWritesDoNotOverlap()
+        } catch {
+            return .invalid(error)
+        }
         return .delta(delta)
     }
 

@@ -54,6 +54,30 @@ public struct DocumentDelta: Hashable, Sendable {
     /// equal, and compose looks them up instead of scanning. Every write of a nested path sets it.
     var hasNestedPaths = false
 
+    /// Checks that no two writes (assignments, set changes) touch one place: a path and a path
+    /// under it, or a path both assigned and changed as a set. Applied in any order they would
+    /// then give different documents on different replicas. The SDK's deltas never do (compose
+    /// retires what a later write covers); a hand-made one is refused.
+    ///
+    /// - Throws: `ValueError` `malformedJSON` naming the two paths.
+    func checkWritesDoNotOverlap() throws(ValueError) {
+        func refuse(_ path: FieldPath, _ other: FieldPath) -> ValueError {
+            ValueError(.malformedJSON, field: path.dotted,
+                       detail: "the change writes both \"\(other.dotted)\" and \"\(path.dotted)\"; a change writes each place once")
+        }
+        for path in setChanges.keys where assignments[path] != nil { throw refuse(path, path) }
+        guard hasNestedPaths else { return }  // distinct top-level paths never overlap
+        var written = Set(assignments.keys)
+        written.formUnion(setChanges.keys)
+        for path in written.sorted() {
+            var prefix = path
+            while let parent = prefix.parent, !parent.isRoot {
+                if written.contains(parent) { throw refuse(path, parent) }
+                prefix = parent
+            }
+        }
+    }
+
     /// Sets `hasNestedPaths` from the parts, after they were written directly.
     mutating func noteNestedPaths() {
         hasNestedPaths = [removals.keys.contains(where: \.isNested), fieldRemovals.keys.contains(where: \.isNested),

@@ -148,6 +148,7 @@ extension DocumentDelta {
                                          base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
         }
         noteNestedPaths()
+        try checkWritesDoNotOverlap()
     }
 }
 

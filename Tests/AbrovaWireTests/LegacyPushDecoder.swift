@@ -135,6 +135,7 @@ private func legacyDelta(encoded value: Value) throws(ValueError) -> DocumentDel
                                                          base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
     }
     delta.noteNestedPaths()
+    try delta.checkWritesDoNotOverlap()  // a rule added after the tree decoder, kept by both
     return delta
 }
 
