@@ -6,6 +6,7 @@ import PackageDescription
 let package = Package(
     name: "AbrovaSync",
     products: [
+        .library(name: "AbrovaSync", targets: ["AbrovaSync"]),
         .library(name: "AbrovaCore", targets: ["AbrovaCore"]),
         .library(name: "AbrovaStore", targets: ["AbrovaStore"]),
         .library(name: "AbrovaTestSupport", targets: ["AbrovaTestSupport"]),
@@ -31,6 +32,9 @@ let package = Package(
         .target(name: "AbrovaHTTP", dependencies: ["CMicroHTTPD"]),
         // The sync server: service, rules, stores and its HTTP routes (Spec/protocol.md).
         .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaWire", "AbrovaHTTP"]),
+        // The client SDK, the seed's iOS API: configuration, the data API, the sync engine and its
+        // HTTP transport (URLSession).
+        .target(name: "AbrovaSync", dependencies: ["AbrovaCore", "AbrovaStore", "AbrovaWire"]),
         // `abrova serve`.
         .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
         .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",

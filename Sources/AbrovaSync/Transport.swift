@@ -1,0 +1,37 @@
+import AbrovaCore
+import AbrovaWire
+
+/// Why a request to the sync server did not succeed, sorted by what the SDK does next.
+public enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The server could not be reached or did not answer usefully: no network, a timeout, a reset
+    /// connection, a 5xx or 429 status, an answer that cannot be read. A push may have been
+    /// applied all the same, so it is retried with the same body; reads fall back to the cache.
+    case unreachable(String)
+    /// 401: the API key or the token is missing, unknown or expired. Not the write's fault: the
+    /// queue is kept until the token is replaced.
+    case unauthorized(String)
+    /// The server answered and refused (another 4xx), with its status code and message.
+    case refused(statusCode: Int, message: String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let reason): "the server cannot be reached: \(reason)"
+        case .unauthorized(let message): "401: \(message)"
+        case .refused(let statusCode, let message): "\(statusCode): \(message)"
+        }
+    }
+}
+
+/// The routes of Spec/protocol.md as the SDK calls them. `HTTPTransport` is the real one; tests
+/// may put a fault-injecting one in its place.
+public protocol SyncTransport: Sendable {
+    /// `POST /v1/push` with a push body (`PushRequest.body`, sent as is: a retry must repeat the
+    /// bytes); the server's answer.
+    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse
+    /// `GET /v1/pull`: a page of the documents changed after `cursor` (`nil`: from the beginning).
+    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse
+    /// `GET /v1/docs/{collection}/{id}`: the document, or `nil` when it does not exist (404).
+    func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument?
+    /// `GET /v1/health`: whether the server answers at all.
+    func isReachable() async -> Bool
+}
