@@ -3,20 +3,23 @@ import AbrovaSQLite
 
 extension LocalStore {
     /// The batch to send: the one in flight if there is one (the same bytes as before), else the
-    /// pending changes, frozen now under the next sequence number. `nil` when nothing is unsent.
-    public func freezeBatch() throws -> FrozenBatch? {
+    /// oldest pending changes (at most `maximumChanges`), frozen now under the next sequence
+    /// number. `nil` when nothing is unsent.
+    public func freezeBatch(maximumChanges: Int = .max) throws -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
-            let pending = try database.query("SELECT collection, id, delta, writes, view FROM pending ORDER BY sequence") { row in
+            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence FROM pending ORDER BY sequence LIMIT ?",
+                                             [.integer(Int64(max(1, maximumChanges)))]) { row in
                 (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), try Self.decodeDelta(row.blob(2)),
-                 Int(row.integer(3)), row.text(4))
+                 Int(row.integer(3)), row.text(4), row.integer(5))
             }
+            let lastFrozen = pending.last?.4 ?? 0
             guard !pending.isEmpty else { return nil }
             // Removes of elements the server never showed this device take nothing: drop them, and
             // changes left with nothing to do (their views are those of the change before them).
             var changes: [(change: BatchChange, view: String?)] = []
             var cancelled: [DocumentKey: Int] = [:]
-            for (key, delta, writes, view) in pending {
+            for (key, delta, writes, view, _) in pending {
                 let pruned = delta.setChanges.isEmpty ? delta : delta.droppingUnobservedRemoves(confirmed: try confirmedState(of: key))
                 if pruned.isEmpty {
                     cancelled[key, default: 0] += writes
@@ -34,12 +37,18 @@ extension LocalStore {
                                      [.integer(Int64(position)), .text(change.key.collection), .text(change.key.id),
                                       .blob(Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view)])
                 }
-                try database.run("DELETE FROM pending")
+                try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(lastFrozen)])
                 if !changes.isEmpty { try database.run("INSERT INTO batch (sequence, body) VALUES (?, ?)", [.integer(sequence), .blob(body)]) }
                 try setMeta("next_batch_sequence", String(sequence + 1), in: database)
             }
-            tail = nil
-            let stillUnsent = Set(changes.map(\.change.key))
+            if tail.map({ $0.sequence <= lastFrozen }) ?? false { tail = nil }
+            var stillUnsent = Set(changes.map(\.change.key))
+            if !cancelled.isEmpty {
+                // Documents may have later changes that this batch left pending.
+                stillUnsent.formUnion(try database.query("SELECT collection, id FROM pending") { row in
+                    DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
+                })
+            }
             for (key, writes) in cancelled {
                 unsentWriteCount -= writes
                 if stillUnsent.contains(key) {
@@ -153,8 +162,10 @@ extension LocalStore {
     }
 
     /// Applies a pulled page of documents and the new cursor in one transaction. A document with
-    /// unsent changes keeps them overlaid: the page replaces only its confirmed part.
-    public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String) throws {
+    /// unsent changes keeps them overlaid: the page replaces only its confirmed part. Without a
+    /// cursor (documents read online), the cursor stays where it is: states join, so a later page
+    /// holding the same documents changes nothing.
+    public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
             var unsentViews: [DocumentKey: String?] = [:]
@@ -190,7 +201,7 @@ extension LocalStore {
                     try saveConfirmed(document.confirmed, for: key, in: database)
                     updated[key] = document
                 }
-                try setMeta("cursor", cursor, in: database)
+                if let cursor { try setMeta("cursor", cursor, in: database) }
             }
             // Only now that the page is committed does memory follow it.
             for (key, document) in updated { remember(document, for: key) }
@@ -210,6 +221,20 @@ extension LocalStore {
     /// The pull cursor saved with the last applied page, or `nil` before the first.
     public func pullCursor() throws -> String? {
         try translatingErrors { try meta("cursor") }
+    }
+
+    /// Forgets the pull cursor, so that the next pull starts from the beginning (the server said
+    /// "resync required"). Confirmed states and unsent changes stay: pulled states join them.
+    public func resetPullCursor() throws {
+        try translatingErrors {
+            try database.write { database in try database.run("DELETE FROM meta WHERE key = 'cursor'") }
+        }
+    }
+
+    /// The sequence number the next new batch will take: a write made now is sent in a batch
+    /// numbered at least this.
+    public func nextBatchSequence() throws -> Int64 {
+        try translatingErrors { Int64(try meta("next_batch_sequence") ?? "1") ?? 1 }
     }
 
     func meta(_ key: String) throws -> String? {

@@ -115,6 +115,23 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(frozen.batch.changes.map(\.key) == [list, cart, list])
     }
 
+    @Test func aLongQueueGoesInBatchesOfAtMostTheLimitInOrder() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        let keys = (0..<5).map { DocumentKey(collection: "carts", id: "c\($0)") }
+        for key in keys { try await store.setData(["n": 1], for: key) }
+        var sent: [DocumentKey] = []
+        var server = InMemoryServer()
+        while let frozen = try await store.freezeBatch(maximumChanges: 2) {
+            #expect(frozen.batch.changes.count <= 2)
+            sent += frozen.batch.changes.map(\.key)
+            _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+            if sent.count == 2 { try await store.updateData(for: keys[0], set: [path("n"): 2]) }  // joins the end of the queue
+        }
+        #expect(sent == keys + [keys[0]])
+        #expect(await store.unsentWriteCount == 0)
+        #expect(try await store.document(keys[0]).data == ["n": 2])
+    }
+
     @Test func aRetryGetsTheSameBytesAlsoAfterARestart() async throws {
         let file = folder.path("store.sqlite")
         let first: FrozenBatch
