@@ -51,12 +51,16 @@ public struct BatchChange: Hashable, Sendable {
     public var delta: DocumentDelta
     /// How many app writes the change holds.
     public var writes: Int
+    /// The strategy that settles this change's conflicts; `nil`: the batch's. (An app may choose
+    /// a strategy per collection, while a batch keeps the order of writes across collections.)
+    public var strategy: ConflictStrategy?
 
     /// A document's change with the number of writes it holds.
-    public init(key: DocumentKey, delta: DocumentDelta, writes: Int) {
+    public init(key: DocumentKey, delta: DocumentDelta, writes: Int, strategy: ConflictStrategy? = nil) {
         self.key = key
         self.delta = delta
         self.writes = writes
+        self.strategy = strategy
     }
 }
 

@@ -226,16 +226,18 @@ extension Version {
 
 extension Batch: EncodedAsValue {
     /// The compact form: `{"clientId": id, "batchSeq": n, "changes": [{"collection": c, "id": id,
-    /// "delta": delta, "writes": n}, ...]}`, changes in the app's order.
+    /// "delta": delta, "writes": n, "strategy"?: s}, ...]}`, changes in the app's order.
     public var encoded: Value {
         .map([
             "clientId": .string(clientID),
             "batchSeq": .int(sequence),
             "changes": .array(changes.map { change in
-                .map([
+                var parts: [String: Value] = [
                     "collection": .string(change.key.collection), "id": .string(change.key.id),
                     "delta": change.delta.encoded, "writes": .int(Int64(change.writes)),
-                ])
+                ]
+                if let strategy = change.strategy { parts["strategy"] = .string(strategy.rawValue) }
+                return .map(parts)
             }),
         ])
     }
@@ -255,7 +257,8 @@ extension Batch: EncodedAsValue {
                 throw ValueError(.malformedJSON, field: "changes.\(index)", detail: "a change needs collection, id and delta")
             }
             decoded.append(BatchChange(key: DocumentKey(collection: collection, id: id), delta: try DocumentDelta(encoded: delta),
-                                       writes: Int(fields["writes"]?.intValue ?? 1)))
+                                       writes: Int(fields["writes"]?.intValue ?? 1),
+                                       strategy: fields["strategy"]?.stringValue.flatMap(ConflictStrategy.init(rawValue:))))
         }
         self.init(clientID: clientID, sequence: sequence, changes: decoded)
     }

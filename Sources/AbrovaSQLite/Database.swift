@@ -59,13 +59,28 @@ public final class Database {
         try execute("PRAGMA foreign_keys=ON")
     }
 
-    deinit {
+    deinit { close() }
+
+    private var isClosed = false
+
+    /// Closes the connection now (its locks go with it) rather than when the value is released.
+    /// Every later call throws `SQLiteError` (misuse).
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
         statements.removeAll()  // statements are finalized before the connection closes
         sqlite3_close_v2(handle)
     }
 
+    private func checkOpen(_ sql: String) throws(SQLiteError) {
+        guard !isClosed else {
+            throw SQLiteError(code: SQLiteResultCode(rawValue: SQLITE_MISUSE), message: "the database was closed", sql: sql)
+        }
+    }
+
     /// Runs one or more statements without parameters.
     public func execute(_ sql: String) throws(SQLiteError) {
+        try checkOpen(sql)
         var message: UnsafeMutablePointer<CChar>?
         let code = sqlite3_exec(handle, sql, nil, nil, &message)
         if code != SQLITE_OK {
@@ -77,6 +92,7 @@ public final class Database {
 
     /// The prepared statement for `sql`, from the cache when it was prepared before.
     public func statement(_ sql: String) throws(SQLiteError) -> Statement {
+        try checkOpen(sql)
         if let cached = statements[sql] { return cached }
         let statement = try Statement(database: self, sql: sql)
         statements[sql] = statement

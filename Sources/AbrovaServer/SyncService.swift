@@ -101,7 +101,8 @@ public final class SyncService: Sendable {
                 var results: [ChangeResult] = []
                 results.reserveCapacity(batch.changes.count)
                 for change in batch.changes {
-                    results.append(try apply(change, strategy: request.strategy, caller: caller, user: user, at: now, in: transaction))
+                    results.append(try apply(change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
+                                             at: now, in: transaction))
                 }
                 let answer = PushResponse(results: results).body
                 try transaction.saveClient(ClientRecord(clientID: batch.clientID, userID: user, sequence: batch.sequence,

@@ -4,8 +4,11 @@ import AbrovaSQLite
 extension LocalStore {
     /// The batch to send: the one in flight if there is one (the same bytes as before), else the
     /// oldest pending changes (at most `maximumChanges`), frozen now under the next sequence
-    /// number. `nil` when nothing is unsent.
-    public func freezeBatch(maximumChanges: Int = .max) throws -> FrozenBatch? {
+    /// number, each with the strategy `strategyOf` gives its document (frozen with it, so that a
+    /// retry is the same batch whatever the app's settings are by then). `nil` when nothing is
+    /// unsent.
+    public func freezeBatch(maximumChanges: Int = .max,
+                            strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }) throws -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
             let pending = try database.query("SELECT collection, id, delta, writes, view, sequence FROM pending ORDER BY sequence LIMIT ?",
@@ -24,7 +27,7 @@ extension LocalStore {
                 if pruned.isEmpty {
                     cancelled[key, default: 0] += writes
                 } else {
-                    changes.append((BatchChange(key: key, delta: pruned, writes: writes), view))
+                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategyOf(key)), view))
                 }
             }
             let sequence = Int64(try meta("next_batch_sequence") ?? "1") ?? 1

@@ -65,6 +65,19 @@ public actor LocalStore {
         clientID = ""
     }
 
+    /// Closes the store's file now (another store may then open it); every later call throws.
+    public func close() {
+        database.close()
+        for listener in listeners.all.values {
+            switch listener {
+            case .document(_, let continuation): continuation.finish()
+            case .query(_, let continuation): continuation.finish()
+            case .unsentWrites(let continuation): continuation.finish()
+            }
+        }
+        listeners.all = [:]
+    }
+
     private static func loadOrCreateClientID(_ database: Database) throws -> String {
         if let existing = try database.queryFirst("SELECT value FROM meta WHERE key = 'client_id'", [], { $0.text(0) }) ?? nil {
             return existing

@@ -64,7 +64,7 @@ public struct DocumentSnapshot: Hashable, Sendable {
     }
 
     /// The same snapshot with other metadata.
-    func withMetadata(_ metadata: SnapshotMetadata) -> DocumentSnapshot {
+    public func withMetadata(_ metadata: SnapshotMetadata) -> DocumentSnapshot {
         switch source {
         case .value(let value): DocumentSnapshot(key: key, data: value, metadata: metadata)
         case .state(let state): DocumentSnapshot(key: key, state: state, metadata: metadata)
@@ -134,7 +134,9 @@ public struct DocumentQuery: Hashable, Sendable {
 public enum OperationType: String, Hashable, Sendable {
     case create, update, delete
 
-    init(_ delta: DocumentDelta) {
+    /// What a change does, as the app would name it: a delete, a create (`setData`, `add`) or an
+    /// update.
+    public init(_ delta: DocumentDelta) {
         self = delta.delete != nil ? .delete : delta.create != nil ? .create : .update
     }
 }

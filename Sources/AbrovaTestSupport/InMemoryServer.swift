@@ -19,10 +19,11 @@ public struct InMemoryServer: Sendable {
 
     /// Applies a batch, each change at the next version, and answers it; a retried batch gets the
     /// stored answer.
-    public mutating func push(_ batch: Batch, strategy: ConflictStrategy) -> [ChangeResult] {
+    public mutating func push(_ batch: Batch, strategy batchStrategy: ConflictStrategy) -> [ChangeResult] {
         if let (sequence, answer) = answered[batch.clientID], sequence == batch.sequence { return answer }
         var answer: [ChangeResult] = []
         for change in batch.changes {
+            let strategy = change.strategy ?? batchStrategy
             if let (status, message) = refuse(change.key, change.delta) {
                 answer.append(.rejected(statusCode: status, message: message))
                 continue

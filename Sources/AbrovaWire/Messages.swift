@@ -25,19 +25,22 @@ public struct PushRequest: Hashable, Sendable {
     /// How the server settles conflicts in this batch.
     public var strategy: ConflictStrategy
 
-    /// A push of `batch` under `strategy`.
+    /// A push of `batch` under `strategy`; a change with a strategy of its own keeps it (one equal
+    /// to the batch's is the batch's, so that a body has one form).
     public init(batch: Batch, strategy: ConflictStrategy) {
+        var batch = batch
+        for index in batch.changes.indices where batch.changes[index].strategy == strategy { batch.changes[index].strategy = nil }
         self.batch = batch
         self.strategy = strategy
     }
 
-    /// The canonical JSON body, `{"batchSeq", "changes": [{"collection", "delta", "id", "writes"}],
-    /// "clientId", "strategy"}`; a retry of the same batch has the same bytes.
+    /// The canonical JSON body, `{"batchSeq", "changes": [{"collection", "delta", "id", "strategy"?,
+    /// "writes"}], "clientId", "strategy"}`; a retry of the same batch has the same bytes.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64 + batch.changes.count * 256)
         // Keys in canonical order: batchSeq, changes, clientId, strategy; in a change: collection,
-        // delta, id, writes.
+        // delta, id, strategy, writes.
         bytes.append(contentsOf: #"{"batchSeq":"#.utf8)
         Value.writeDecimal(batch.sequence, to: &bytes)
         bytes.append(contentsOf: #","changes":["#.utf8)
@@ -49,6 +52,10 @@ public struct PushRequest: Hashable, Sendable {
             change.delta.writeEncoded(to: &bytes)
             bytes.append(contentsOf: #","id":"#.utf8)
             Value.writeJSONString(change.key.id, to: &bytes)
+            if let own = change.strategy {
+                bytes.append(contentsOf: #","strategy":"#.utf8)
+                Value.writeJSONString(own.rawValue, to: &bytes)
+            }
             bytes.append(contentsOf: #","writes":"#.utf8)
             Value.writeDecimal(Int64(change.writes), to: &bytes)
             bytes.append(UInt8(ascii: "}"))

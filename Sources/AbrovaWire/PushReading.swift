@@ -13,7 +13,7 @@ extension PushRequest {
     /// The keys of a push body.
     static let keys = ["batchSeq", "changes", "clientId", "strategy"]
     /// The keys of a change.
-    static let changeKeys = ["collection", "delta", "id", "writes"]
+    static let changeKeys = ["collection", "delta", "id", "strategy", "writes"]
 }
 
 /// A push body as read.
@@ -121,6 +121,7 @@ private struct ChangeForm {
     private var collection: Value?
     private var id: Value?
     private var writes: Value?
+    private var strategy: Value?
     private var delta: DocumentDelta.ReadOutcome?
 
     static func read(from reader: inout JSONReader) throws(ValueError) -> ChangeForm {
@@ -136,6 +137,7 @@ private struct ChangeForm {
             case "collection": isNew = store(try reader.readValue(), in: &form.collection)
             case "id": isNew = store(try reader.readValue(), in: &form.id)
             case "writes": isNew = store(try reader.readValue(), in: &form.writes)
+            case "strategy": isNew = store(try reader.readValue(), in: &form.strategy)
             case "delta": isNew = store(try DocumentDelta.read(from: &reader), in: &form.delta)
             case "version", "owner":
                 _ = try reader.readValue()
@@ -176,6 +178,7 @@ private struct ChangeForm {
             }
             writes = Int(number)
         }
+        let strategy = try changeStrategy(self.strategy, in: context)
         switch delta {
         case nil: throw RequestError.invalid("\(context()).delta is missing")
         case .notAnObject?: throw RequestError.invalid("\(context()).delta must be a JSON object")
@@ -183,7 +186,18 @@ private struct ChangeForm {
         case .invalid(let error)?: throw RequestError(error, context: "\(context()) (\(key))")
         case .delta(let delta)?:
             guard !delta.isEmpty else { throw RequestError.invalid("\(context()) (\(key)) changes nothing") }
-            return BatchChange(key: key, delta: delta, writes: writes)
+            return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy)
         }
     }
+}
+
+/// A change's own strategy, when it names one.
+///
+/// - Throws: `RequestError` 400 for a name that is not a strategy.
+func changeStrategy(_ value: Value?, in context: () -> String) throws(RequestError) -> ConflictStrategy? {
+    guard let value else { return nil }
+    guard case .string(let name) = value, let strategy = ConflictStrategy(rawValue: name) else {
+        throw RequestError.invalid("\(context()).strategy must be one of serverWins, clientWins, merge, manual")
+    }
+    return strategy
 }

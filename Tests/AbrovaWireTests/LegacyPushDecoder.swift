@@ -44,7 +44,7 @@ private func legacyChange(_ item: Value, at index: Int) throws(RequestError) -> 
             throw RequestError.invalid("\(context): \(owned) is set by the server; a change may not carry it")
         }
     }
-    let parts = try legacyFields(of: item, allowed: ["collection", "id", "delta", "writes"], in: context)
+    let parts = try legacyFields(of: item, allowed: ["collection", "id", "delta", "strategy", "writes"], in: context)
     let key = DocumentKey(collection: try legacyString(parts["collection"], named: "\(context).collection"),
                           id: try legacyString(parts["id"], named: "\(context).id"))
     do {
@@ -59,6 +59,13 @@ private func legacyChange(_ item: Value, at index: Int) throws(RequestError) -> 
         }
         writes = Int(number)
     }
+    var strategy: ConflictStrategy?
+    if let named = parts["strategy"] {
+        guard case .string(let name) = named, let own = ConflictStrategy(rawValue: name) else {
+            throw RequestError.invalid("\(context).strategy must be one of serverWins, clientWins, merge, manual")
+        }
+        strategy = own
+    }
     guard let encodedDelta = parts["delta"] else { throw RequestError.invalid("\(context).delta is missing") }
     _ = try legacyFields(of: encodedDelta, allowed: ["create", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
                          in: "\(context).delta")
@@ -69,7 +76,7 @@ private func legacyChange(_ item: Value, at index: Int) throws(RequestError) -> 
         throw RequestError(error, context: "\(context) (\(key))")
     }
     guard !delta.isEmpty else { throw RequestError.invalid("\(context) (\(key)) changes nothing") }
-    return BatchChange(key: key, delta: delta, writes: writes)
+    return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy)
 }
 
 /// The entries of a map whose keys are all in `allowed`.

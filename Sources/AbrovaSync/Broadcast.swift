@@ -1,0 +1,66 @@
+import Foundation
+import Synchronization
+
+/// Sends each value to every subscriber's `AsyncStream`; any number may subscribe, and ending one
+/// affects no other. A new subscriber first gets the latest value, so a screen opened late still
+/// shows the current state.
+final class Broadcaster<Element: Sendable>: Sendable {
+    private struct State {
+        var subscribers: [UUID: AsyncStream<Element>.Continuation] = [:]
+        var latest: Element?
+    }
+
+    private let state: Mutex<State>
+
+    init(initial: Element? = nil) {
+        state = Mutex(State(latest: initial))
+    }
+
+    /// The latest value sent, if any.
+    var latest: Element? { state.withLock { $0.latest } }
+
+    /// A stream of the latest value (when there is one) and every value sent from now on.
+    func subscribe() -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
+        let id = UUID()
+        let latest = state.withLock { state in
+            state.subscribers[id] = continuation
+            return state.latest
+        }
+        if let latest { continuation.yield(latest) }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Sends `element` to every subscriber.
+    func send(_ element: Element) {
+        let subscribers = state.withLock { state in
+            state.latest = element
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.yield(element) }
+    }
+
+    /// Ends every stream.
+    func finish() {
+        let subscribers = state.withLock { state in
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.finish() }
+    }
+}
+
+/// A value behind a lock, shareable by reference (a `Mutex` cannot be captured by closures).
+final class Guarded<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    var value: Value {
+        get { mutex.withLock { $0 } }
+        set { mutex.withLock { $0 = newValue } }
+    }
+}

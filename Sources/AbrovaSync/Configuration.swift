@@ -1,0 +1,204 @@
+import AbrovaCore
+import Foundation
+
+/// What a manual resolver is given: the document as this device wants it, the server's, and the
+/// fields in conflict.
+public struct ConflictInfo: Sendable {
+    /// The document's id.
+    public let documentId: String
+    /// Its collection.
+    public let collection: String
+    /// The document as this device had it (`nil`: deleted on the device).
+    public let local: [String: Value]?
+    /// The document on the server (`nil`: deleted or never there).
+    public let server: [String: Value]?
+    /// The fields in conflict, each with both values and how it was settled (`unresolved` under
+    /// the manual strategy).
+    public let conflicts: [Conflict]
+}
+
+/// A manual resolver's decision. It is written on top of the server's document, as a new change.
+public enum ConflictResolution: Sendable, Equatable {
+    /// Keep the server's document: the device's change is dropped.
+    case useServer
+    /// Write the device's document over the server's.
+    case useLocal
+    /// Write this document.
+    case use([String: Value])
+    /// Delete the document.
+    case delete
+}
+
+/// Makes a transport from the reader of the current token.
+public typealias TransportMaker = @Sendable (_ token: @escaping @Sendable () -> String?) -> any SyncTransport
+
+/// Decides conflicts under the manual strategy.
+public typealias ConflictResolver = @Sendable (ConflictInfo) async -> ConflictResolution
+
+/// How long the SDK waits between attempts when the server cannot be reached: exponential
+/// backoff with full jitter, capped. Retries never stop.
+public struct RetryPolicy: Hashable, Sendable {
+    /// The first delay.
+    public var initialDelay: Duration
+    /// The longest delay.
+    public var maximumDelay: Duration
+
+    /// A policy; by default 1 s doubling up to 60 s.
+    public init(initialDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(60)) {
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// The delay before attempt `attempt` (1 for the first retry): a random point in
+    /// [0, min(maximum, initial · 2^(attempt-1))] ("full jitter", so devices that failed together
+    /// do not retry together), never less than a tenth of the initial delay.
+    public func delay(attempt: Int, random: inout some RandomNumberGenerator) -> Duration {
+        let cap = min(maximumDelay, initialDelay * Double(1 << min(max(attempt - 1, 0), 30)))
+        let floor = initialDelay / 10
+        return max(floor, cap * Double.random(in: 0...1, using: &random))
+    }
+}
+
+/// The clock the SDK waits on, injected so that tests move time instead of sleeping.
+public protocol SyncClock: Sendable {
+    /// Returns after `duration`, or throws `CancellationError` when the task is cancelled.
+    func sleep(for duration: Duration) async throws
+}
+
+/// The real clock.
+public struct ContinuousSyncClock: SyncClock {
+    public init() {}
+    public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+}
+
+/// The SDK's settings, made by `AbrovaSyncConfigBuilder`.
+public struct AbrovaSyncConfig: Sendable {
+    /// The API key, sent with every request.
+    public let apiKey: String
+    /// The sync server, e.g. `http://127.0.0.1:8080`.
+    public let serverURL: URL
+    /// Whether documents are kept on the device and writes queued while the server cannot be
+    /// reached. Without it, such calls fail with `.unreachable`.
+    public let offlineEnabled: Bool
+    /// Whether queued writes are sent when the connection comes back (otherwise only on
+    /// `forceSyncNow()`).
+    public let syncOnReconnect: Bool
+    /// The strategy of collections without one of their own.
+    public let conflictStrategy: ConflictStrategy
+    /// Strategies of single collections.
+    public let collectionStrategies: [String: ConflictStrategy]
+    /// Decides conflicts under `manual`.
+    public let conflictResolver: ConflictResolver?
+    /// Where the device store lives (a SQLite file).
+    public let storePath: String
+    /// The user's token, sent as `Authorization: Bearer`; replaceable with
+    /// `AbrovaSync.setAuthToken(_:)`.
+    public let authToken: String?
+    /// Reserved; not used by the SDK (the seed says so).
+    public let offlineCacheSizeMb: Int?
+    /// Deprecated; has no effect: queued writes are retried until they go through.
+    public let maxSyncRetries: Int?
+    /// Waits between attempts when the server cannot be reached.
+    public let retryPolicy: RetryPolicy
+    /// The clock those waits run on.
+    public let clock: any SyncClock
+    /// Makes how requests reach the server, given the current token's reader; `nil`: HTTP with
+    /// URLSession. Tests put others here.
+    public let makeTransport: TransportMaker?
+    /// The most changes sent in one push.
+    public let maximumBatchChanges: Int
+
+    /// The strategy of `collection`.
+    public func strategy(for collection: String) -> ConflictStrategy {
+        collectionStrategies[collection] ?? conflictStrategy
+    }
+}
+
+/// Builds an `AbrovaSyncConfig`, as in the seed:
+///
+///     let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY")
+///         .serverURL(URL(string: "https://sync.example.com")!)
+///         .offlineEnabled(true)
+///         .conflictStrategy(.merge)
+///         .build()
+public struct AbrovaSyncConfigBuilder: Sendable {
+    private var apiKey: String
+    private var serverURL = URL(string: "http://127.0.0.1:8080")!
+    private var offlineEnabled = true
+    private var syncOnReconnect = true
+    private var conflictStrategy = ConflictStrategy.serverWins
+    private var collectionStrategies: [String: ConflictStrategy] = [:]
+    private var conflictResolver: ConflictResolver?
+    private var storePath: String?
+    private var authToken: String?
+    private var offlineCacheSizeMb: Int?
+    private var maxSyncRetries: Int?
+    private var retryPolicy = RetryPolicy()
+    private var clock: any SyncClock = ContinuousSyncClock()
+    private var makeTransport: TransportMaker?
+    private var maximumBatchChanges = 500
+
+    /// A builder with the defaults: offline persistence on, sync on reconnect, `serverWins`.
+    public init(apiKey: String) { self.apiKey = apiKey }
+
+    private func with(_ change: (inout AbrovaSyncConfigBuilder) -> Void) -> AbrovaSyncConfigBuilder {
+        var copy = self
+        change(&copy)
+        return copy
+    }
+
+    /// The sync server's base URL.
+    public func serverURL(_ url: URL) -> Self { with { $0.serverURL = url } }
+    /// Keep documents on the device and queue writes while offline (default true).
+    public func offlineEnabled(_ enabled: Bool) -> Self { with { $0.offlineEnabled = enabled } }
+    /// Send queued writes when the connection comes back (default true).
+    public func syncOnReconnect(_ enabled: Bool) -> Self { with { $0.syncOnReconnect = enabled } }
+    /// The strategy of every collection without one of its own (default `serverWins`).
+    public func conflictStrategy(_ strategy: ConflictStrategy) -> Self { with { $0.conflictStrategy = strategy } }
+    /// The strategy of one collection.
+    public func conflictStrategy(_ strategy: ConflictStrategy, for collection: String) -> Self {
+        with { $0.collectionStrategies[collection] = strategy }
+    }
+    /// The resolver of the manual strategy (required when any collection uses it).
+    public func conflictResolver(_ resolver: @escaping ConflictResolver) -> Self { with { $0.conflictResolver = resolver } }
+    /// The device store's file (default: `abrova-<apiKey>.sqlite` in the caches directory).
+    public func storePath(_ path: String) -> Self { with { $0.storePath = path } }
+    /// The user's token.
+    public func authToken(_ token: String?) -> Self { with { $0.authToken = token } }
+    /// Reserved; not used by the SDKs.
+    public func offlineCacheSizeMb(_ size: Int) -> Self { with { $0.offlineCacheSizeMb = size } }
+    /// Deprecated: queued writes are retried until they go through.
+    @available(*, deprecated, message: "Queued writes are retried until they go through; this setting has no effect.")
+    public func maxSyncRetries(_ count: Int) -> Self { with { $0.maxSyncRetries = count } }
+    /// The backoff between attempts while the server cannot be reached.
+    public func retryPolicy(_ policy: RetryPolicy) -> Self { with { $0.retryPolicy = policy } }
+    /// The clock of those waits (tests move a manual one).
+    public func clock(_ clock: any SyncClock) -> Self { with { $0.clock = clock } }
+    /// How requests reach the server (default: HTTP with URLSession), made from the reader of
+    /// the current token (which `AbrovaSync.setAuthToken(_:)` replaces).
+    public func transport(_ make: @escaping TransportMaker) -> Self { with { $0.makeTransport = make } }
+    /// The most changes in one push (default 500, the server's limit is 1,000).
+    public func maximumBatchChanges(_ count: Int) -> Self { with { $0.maximumBatchChanges = count } }
+
+    /// The configuration.
+    ///
+    /// - Throws: `AbrovaSyncError` `.configuration` when the manual strategy has no resolver, or
+    ///   a setting is out of range.
+    public func build() throws(AbrovaSyncError) -> AbrovaSyncConfig {
+        let usesManual = conflictStrategy == .manual || collectionStrategies.values.contains(.manual)
+        if usesManual && conflictResolver == nil {
+            throw AbrovaSyncError(.configuration, message: "the manual conflict strategy needs a conflictResolver")
+        }
+        guard !apiKey.isEmpty else { throw AbrovaSyncError(.configuration, message: "the API key is empty") }
+        guard (1...1_000).contains(maximumBatchChanges) else {
+            throw AbrovaSyncError(.configuration, message: "maximumBatchChanges must be 1 to 1,000")
+        }
+        let path = storePath ?? FileManager.default.temporaryDirectory
+            .appendingPathComponent("abrova-\(apiKey.filter { $0.isLetter || $0.isNumber }.prefix(40)).sqlite").path
+        return AbrovaSyncConfig(apiKey: apiKey, serverURL: serverURL, offlineEnabled: offlineEnabled, syncOnReconnect: syncOnReconnect,
+                                conflictStrategy: conflictStrategy, collectionStrategies: collectionStrategies,
+                                conflictResolver: conflictResolver, storePath: path, authToken: authToken,
+                                offlineCacheSizeMb: offlineCacheSizeMb, maxSyncRetries: maxSyncRetries, retryPolicy: retryPolicy,
+                                clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges)
+    }
+}

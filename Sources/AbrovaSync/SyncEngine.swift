@@ -1,0 +1,473 @@
+import AbrovaCore
+import AbrovaStore
+import AbrovaWire
+import Foundation
+
+/// Whether the device is in sync: the seed's four states.
+public enum SyncState: String, Hashable, Sendable {
+    /// Nothing to send, or everything sent.
+    case idle
+    /// A sync is running.
+    case syncing
+    /// The server cannot be reached, or the app called `disconnect()`: writes are queued.
+    case offline
+    /// Sync stopped on an error that waiting will not fix (a refused token, a failing store);
+    /// `AbrovaSync.lastError` says which.
+    case error
+}
+
+/// The connection to the server, as the SDK last saw it.
+public enum ConnectionState: String, Hashable, Sendable {
+    /// Not known yet, or being probed.
+    case connecting
+    /// The server answered.
+    case connected
+    /// The server cannot be reached, or the app disconnected.
+    case disconnected
+    /// The server refused the credentials.
+    case error
+}
+
+/// A queued write the server refused when it was finally sent: it was dropped and its document
+/// rolled back to the server's version.
+public struct DocumentRejection: Hashable, Sendable {
+    /// The document's id.
+    public let documentId: String
+    /// Its collection.
+    public let collection: String
+    /// What the write did.
+    public let operation: OperationType
+    /// The server's refusal (`statusCode` 403 when the rules refused).
+    public let error: AbrovaSyncError
+}
+
+/// Runs sync for one device store: pushes queued writes in batches (before pulling), pulls
+/// pages, settles answers, tells listeners, and retries with backoff while the server cannot be
+/// reached. Runs are single-flight: triggers that come while one is starting share it.
+public actor SyncEngine {
+    /// Hears of sync events; every method has a default that does nothing, so an app implements
+    /// only what it needs. Listeners are held weakly: keep a reference.
+    public protocol SyncListener: AnyObject, Sendable {
+        func onSyncStarted()
+        func onSyncCompleted(syncedCount: Int)
+        func onSyncFailed(error: Error)
+        func onConflictDetected(conflict: ConflictInfo)
+        func onDocumentSynced(documentId: String, operation: OperationType)
+        func onDocumentRejected(documentId: String, operation: OperationType, error: Error)
+    }
+
+    /// How a run ended.
+    enum RunOutcome: Equatable {
+        case completed
+        case unreachable
+        case unauthorized
+        case failed
+    }
+
+    /// A batch a run sent and what became of it.
+    struct SettledBatch {
+        let sequence: Int64
+        let keys: Set<DocumentKey>
+        let rejections: [Rejection]
+    }
+
+    /// What a run did.
+    struct RunResult {
+        var outcome = RunOutcome.completed
+        var settled: [SettledBatch] = []
+    }
+
+    private enum Phase {
+        case starting
+        case working
+    }
+
+    let store: LocalStore
+    let transport: any SyncTransport
+    let configuration: AbrovaSyncConfig
+
+    let syncStates = Broadcaster<SyncState>(initial: .idle)
+    let connectionStates = Broadcaster<ConnectionState>(initial: .connecting)
+    let rejections = Broadcaster<DocumentRejection>()
+
+    private var listeners: [ObjectIdentifier: WeakListener] = [:]
+    private(set) var lastError: AbrovaSyncError?
+    /// The app called `disconnect()`.
+    private(set) var isDisconnectedByApp = false
+    /// The last request failed to reach the server; cleared by a probe or a request that gets
+    /// through.
+    private(set) var isUnreachable = false
+    private var current: (task: Task<RunResult, Never>, phase: Phase)?
+    private var followUp: Task<RunResult, Never>?
+    private var probe: Task<Void, Never>?
+    private var failedAttempts = 0
+    private var random = SystemRandomNumberGenerator()
+    /// Closure setters of the seed: one callback each.
+    var onSyncState: (@Sendable (SyncState) -> Void)?
+    var onDocumentRejected: (@Sendable (String, OperationType, AbrovaSyncError) -> Void)?
+    /// How many runs started, for tests of single-flight.
+    private(set) var runsStarted = 0
+
+    init(store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig) {
+        self.store = store
+        self.transport = transport
+        self.configuration = configuration
+    }
+
+    /// Whether requests should go to the server now.
+    var isOnline: Bool { !isDisconnectedByApp && !isUnreachable }
+
+    // MARK: Listeners
+
+    func addListener(_ listener: any SyncListener) {
+        listeners[ObjectIdentifier(listener)] = WeakListener(value: listener)
+    }
+
+    func removeListener(_ listener: any SyncListener) {
+        listeners[ObjectIdentifier(listener)] = nil
+    }
+
+    private func eachListener(_ body: (any SyncListener) -> Void) {
+        listeners = listeners.filter { $0.value.value != nil }
+        for listener in listeners.values.compactMap(\.value) { body(listener) }
+    }
+
+    func setOnSyncState(_ callback: (@Sendable (SyncState) -> Void)?) { onSyncState = callback }
+    func setOnDocumentRejected(_ callback: (@Sendable (String, OperationType, AbrovaSyncError) -> Void)?) {
+        onDocumentRejected = callback
+    }
+
+    private func setState(_ state: SyncState) {
+        guard syncStates.latest != state else { return }
+        syncStates.send(state)
+        onSyncState?(state)
+    }
+
+    private func setConnection(_ state: ConnectionState) {
+        guard connectionStates.latest != state else { return }
+        connectionStates.send(state)
+    }
+
+    // MARK: Runs
+
+    /// Runs sync, or joins the run that is starting; a trigger that comes while a run is already
+    /// working gets the next run (shared by all such triggers), which sees everything written
+    /// before the trigger.
+    @discardableResult
+    func sync() async -> RunResult {
+        if isDisconnectedByApp {
+            return RunResult(outcome: .unreachable)
+        }
+        if let current {
+            if current.phase == .starting { return await current.task.value }
+            if let followUp { return await followUp.value }
+            let previous = current.task
+            let next = Task { [weak self] () -> RunResult in
+                _ = await previous.value
+                guard let self else { return RunResult(outcome: .failed) }
+                return await self.startRun()
+            }
+            followUp = next
+            return await next.value
+        }
+        return await startRun()
+    }
+
+    private func startRun() async -> RunResult {
+        followUp = nil
+        let task = Task { [weak self] () -> RunResult in
+            guard let self else { return RunResult(outcome: .failed) }
+            return await self.run()
+        }
+        current = (task, .starting)
+        let result = await task.value
+        current = nil
+        return result
+    }
+
+    private func run() async -> RunResult {
+        runsStarted += 1
+        current?.phase = .working
+        setState(.syncing)
+        eachListener { $0.onSyncStarted() }
+        var result = RunResult()
+        var syncedCount = 0
+        do {
+            try await pushAll(into: &result, syncedCount: &syncedCount)
+            if result.outcome == .completed { try await pullAll(into: &result, syncedCount: &syncedCount) }
+        } catch {
+            result.outcome = .failed
+            fail(AbrovaSyncError.wrapping(error))
+        }
+        switch result.outcome {
+        case .completed:
+            failedAttempts = 0
+            lastError = nil
+            markReachable()
+            setState(.idle)
+            eachListener { $0.onSyncCompleted(syncedCount: syncedCount) }
+        case .unreachable:
+            if isDisconnectedByApp { setState(.offline) } else { wentUnreachable() }
+        case .unauthorized, .failed:
+            break
+        }
+        return result
+    }
+
+    /// Sends batches until nothing is unsent.
+    private func pushAll(into result: inout RunResult, syncedCount: inout Int) async throws {
+        let configuration = configuration
+        while let frozen = try await store.freezeBatch(maximumChanges: configuration.maximumBatchChanges,
+                                                       strategyOf: { configuration.strategy(for: $0.collection) }) {
+            // The strategies were frozen with the batch: its body is the same at every retry.
+            let strategy = frozen.batch.changes.first?.strategy ?? configuration.conflictStrategy
+            let body = PushRequest(batch: frozen.batch, strategy: strategy).body
+            let answer: [ChangeResult]
+            do {
+                answer = try await transport.push(body: body).results
+            } catch .unreachable {
+                result.outcome = .unreachable
+                return
+            } catch .unauthorized(let message) {
+                result.outcome = .unauthorized
+                unauthorized(message)
+                return
+            } catch .refused(let statusCode, let message) {
+                // The whole batch was refused (it cannot be sent as it is): each change is.
+                answer = Array(repeating: .rejected(statusCode: statusCode, message: message), count: frozen.batch.changes.count)
+            }
+            markReachable()
+            try await settle(frozen.batch, answer: answer, into: &result, syncedCount: &syncedCount)
+        }
+    }
+
+    /// Settles one batch's answer and tells the app what became of each change.
+    private func settle(_ batch: Batch, answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int) async throws {
+        // The device's documents as it wants them, for the manual resolver, before the settle
+        // drops the changes the server did not apply.
+        var wanted: [DocumentKey: [String: Value]?] = [:]
+        for (change, outcome) in zip(batch.changes, answer) {
+            if case .unresolved = outcome { wanted[change.key] = try await store.document(change.key).data?.mapValue }
+        }
+        let report = try await store.settle(batch: batch.sequence, results: answer)
+        result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), rejections: report.rejections))
+        for (change, outcome) in zip(batch.changes, answer) {
+            guard case .applied = outcome else { continue }
+            syncedCount += 1
+            let operation = OperationType(change.delta)
+            eachListener { $0.onDocumentSynced(documentId: change.key.id, operation: operation) }
+        }
+        for rejection in report.rejections {
+            let error = AbrovaSyncError(.refused, statusCode: rejection.statusCode, message: rejection.message)
+            rejections.send(DocumentRejection(documentId: rejection.key.id, collection: rejection.key.collection,
+                                              operation: rejection.operation, error: error))
+            onDocumentRejected?(rejection.key.id, rejection.operation, error)
+            eachListener { $0.onDocumentRejected(documentId: rejection.key.id, operation: rejection.operation, error: error) }
+        }
+        for (key, conflicts) in report.conflicts.sorted(by: { $0.key < $1.key }) {
+            let server = try await store.document(key).data?.mapValue
+            let info = ConflictInfo(documentId: key.id, collection: key.collection, local: nil, server: server, conflicts: conflicts)
+            eachListener { $0.onConflictDetected(conflict: info) }
+        }
+        for (key, conflicts) in report.unresolved.sorted(by: { $0.key < $1.key }) {
+            let server = try await store.document(key).data?.mapValue
+            let info = ConflictInfo(documentId: key.id, collection: key.collection, local: wanted[key] ?? nil, server: server,
+                                    conflicts: conflicts)
+            eachListener { $0.onConflictDetected(conflict: info) }
+            guard let resolver = configuration.conflictResolver else { continue }
+            // The resolution is a new change on top of the server's document; this run sends it.
+            switch await resolver(info) {
+            case .useServer: break
+            case .useLocal:
+                if let local = info.local { try await store.setData(local, for: key) } else { try await store.delete(key) }
+            case .use(let data): try await store.setData(data, for: key)
+            case .delete: try await store.delete(key)
+            }
+        }
+    }
+
+    /// Pulls pages until the server has no more.
+    private func pullAll(into result: inout RunResult, syncedCount: inout Int) async throws {
+        var cursor = try await store.pullCursor()
+        var resynced = false
+        while true {
+            let page: PullResponse
+            do {
+                page = try await transport.pull(cursor: cursor, limit: 500)
+            } catch .unreachable {
+                result.outcome = .unreachable
+                return
+            } catch .unauthorized(let message) {
+                result.outcome = .unauthorized
+                unauthorized(message)
+                return
+            } catch .refused(410, _) where !resynced {
+                // Deletes after our cursor are no longer kept: pull everything again. Unsent
+                // changes stay; pulled states join the confirmed ones.
+                resynced = true
+                try await store.resetPullCursor()
+                cursor = nil
+                continue
+            } catch .refused(let statusCode, let message) {
+                result.outcome = .failed
+                fail(AbrovaSyncError(.refused, statusCode: statusCode, message: "pull refused: \(message)"))
+                return
+            }
+            markReachable()
+            try await store.applyPulledPage(page.documents.map { (key: $0.key, state: $0.state) }, cursor: page.cursor)
+            cursor = page.cursor
+            if !page.hasMore { return }
+        }
+    }
+
+    // MARK: Connection
+
+    private func markReachable() {
+        isUnreachable = false
+        setConnection(.connected)
+    }
+
+    /// The server could not be reached: writes queue, and a probe with backoff watches for it to
+    /// come back (retries never stop).
+    private func wentUnreachable() {
+        isUnreachable = true
+        setConnection(.disconnected)
+        setState(.offline)
+        startProbing()
+    }
+
+    /// Tells the engine that a request outside a run could not reach the server.
+    func noteUnreachable() {
+        guard !isUnreachable, !isDisconnectedByApp else { return }
+        wentUnreachable()
+    }
+
+    /// Tells the engine that a request outside a run got through.
+    func noteReachable() {
+        guard isUnreachable else { return }
+        isUnreachable = false
+        setConnection(.connected)
+        cameBack()
+    }
+
+    private func startProbing() {
+        guard probe == nil, !isDisconnectedByApp else { return }
+        probe = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let self else { return }
+                let delay = await self.nextDelay()
+                do { try await self.configuration.clock.sleep(for: delay) } catch { return }
+                if await self.transport.isReachable() {
+                    await self.probeSucceeded()
+                    return
+                }
+            }
+        }
+    }
+
+    private func nextDelay() -> Duration {
+        failedAttempts += 1
+        return configuration.retryPolicy.delay(attempt: failedAttempts, random: &random)
+    }
+
+    private func probeSucceeded() {
+        probe = nil
+        guard isUnreachable, !isDisconnectedByApp else { return }
+        isUnreachable = false
+        setConnection(.connected)
+        cameBack()
+    }
+
+    /// The server is back: send the queue when the app wants that, else just say we are idle.
+    private func cameBack() {
+        if configuration.syncOnReconnect {
+            Task { await self.sync() }
+        } else {
+            setState(syncStates.latest == .error ? .error : .idle)
+        }
+    }
+
+    private func unauthorized(_ message: String) {
+        let error = AbrovaSyncError(.unauthorized, statusCode: 401, message: message)
+        lastError = error
+        setConnection(.error)
+        setState(.error)
+        eachListener { $0.onSyncFailed(error: error) }
+    }
+
+    private func fail(_ error: AbrovaSyncError) {
+        lastError = error
+        setState(.error)
+        eachListener { $0.onSyncFailed(error: error) }
+    }
+
+    /// The app went offline on purpose: writes queue until `reconnect()`.
+    func disconnect() {
+        isDisconnectedByApp = true
+        probe?.cancel()
+        probe = nil
+        setConnection(.disconnected)
+        setState(.offline)
+    }
+
+    /// The app is back online: sync at once when `syncOnReconnect`, else probe only.
+    func reconnect() {
+        guard isDisconnectedByApp else { return }
+        isDisconnectedByApp = false
+        isUnreachable = false
+        setConnection(.connecting)
+        if configuration.syncOnReconnect {
+            Task { await self.sync() }
+        } else {
+            setState(.idle)
+        }
+    }
+
+    /// A new token came: sync runs again (a run already working used the old token, so this is
+    /// a new run), which resumes sync if it had stopped on a refused token.
+    func tokenReplaced() {
+        if connectionStates.latest == .error { setConnection(.connecting) }
+        guard !isDisconnectedByApp else { return }
+        Task { await self.sync() }
+    }
+
+    /// Stops probing, lets a run in progress end, and ends the streams.
+    func close() async {
+        isDisconnectedByApp = true  // no new runs
+        probe?.cancel()
+        probe = nil
+        if let followUp { _ = await followUp.value }
+        if let current { _ = await current.task.value }
+        syncStates.finish()
+        connectionStates.finish()
+        rejections.finish()
+    }
+}
+
+extension SyncEngine.SyncListener {
+    public func onSyncStarted() {}
+    public func onSyncCompleted(syncedCount: Int) {}
+    public func onSyncFailed(error: Error) {}
+    public func onConflictDetected(conflict: ConflictInfo) {}
+    public func onDocumentSynced(documentId: String, operation: OperationType) {}
+    public func onDocumentRejected(documentId: String, operation: OperationType, error: Error) {}
+}
+
+/// A listener held weakly.
+private struct WeakListener {
+    weak var value: (any SyncEngine.SyncListener)?
+}
+
+extension SyncEngine.RunResult {
+    /// The server's refusal of the change to `key` in the first batch numbered `sequence` or
+    /// later that held the document, if it refused it.
+    func rejection(of key: DocumentKey, inBatchFrom sequence: Int64) -> Rejection? {
+        guard let batch = settled.first(where: { $0.sequence >= sequence && $0.keys.contains(key) }) else { return nil }
+        return batch.rejections.first { $0.key == key }
+    }
+
+    /// Whether a batch numbered `sequence` or later that held `key` was answered.
+    func sent(_ key: DocumentKey, inBatchFrom sequence: Int64) -> Bool {
+        settled.contains { $0.sequence >= sequence && $0.keys.contains(key) }
+    }
+}

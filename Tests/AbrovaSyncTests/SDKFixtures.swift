@@ -1,0 +1,115 @@
+import AbrovaServer
+import AbrovaSync
+import AbrovaTestSupport
+import AbrovaWire
+import Foundation
+
+/// A transport over real HTTP that a test can cut, as if the network went away: while cut, every
+/// request fails as unreachable without leaving the device.
+final class CuttableTransport: SyncTransport {
+    let inner: HTTPTransport
+    private let cut = SharedFlag()
+    private let pushes = SharedCounter()
+
+    init(_ inner: HTTPTransport) { self.inner = inner }
+
+    /// Whether the network is gone.
+    var isCut: Bool {
+        get { cut.value }
+        set { cut.value = newValue }
+    }
+
+    /// How many pushes reached the server.
+    var pushCount: Int { pushes.value }
+
+    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
+        if isCut { throw .unreachable("the test cut the network") }
+        pushes.increment()
+        return try await inner.push(body: body)
+    }
+
+    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+        if isCut { throw .unreachable("the test cut the network") }
+        return try await inner.pull(cursor: cursor, limit: limit)
+    }
+
+    func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {
+        if isCut { throw .unreachable("the test cut the network") }
+        return try await inner.document(key)
+    }
+
+    func isReachable() async -> Bool {
+        if isCut { return false }
+        return await inner.isReachable()
+    }
+}
+
+final class SharedFlag: Sendable {
+    private let storage = Locked(false)
+    var value: Bool {
+        get { storage.value }
+        set { storage.update { $0 = newValue } }
+    }
+}
+
+final class SharedCounter: Sendable {
+    private let storage = Locked(0)
+    var value: Int { storage.value }
+    func increment() { storage.update { $0 += 1 } }
+}
+
+/// Rules whose write access a test changes at run time ("the rules changed meanwhile").
+final class SwitchableRules: SecurityRules {
+    private let refusing = SharedFlag()
+
+    /// Whether writes are refused (403).
+    var refusesWrites: Bool {
+        get { refusing.value }
+        set { refusing.value = newValue }
+    }
+
+    func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool { caller.userID != nil }
+    func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool { !refusesWrites && caller.userID != nil }
+    func validate(_ document: StoredDocument) throws(RequestError) {
+        if document.state.document?.mapValue?["invalid"] != nil {
+            throw RequestError.invalid("field invalid is not allowed")
+        }
+    }
+}
+
+/// One device: an SDK instance on its own store, against a live server, over a transport the test
+/// can cut.
+struct Device {
+    let sync: AbrovaSync
+    let transport: CuttableTransport
+
+    init(_ live: LiveSyncServer, user: String = "ana", folder: TemporaryFolder, name: String = "device",
+         configure: (AbrovaSyncConfigBuilder) -> AbrovaSyncConfigBuilder = { $0 }) throws {
+        let made = Locked<CuttableTransport?>(nil)
+        let builder = AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+            .serverURL(live.url)
+            .storePath(folder.path("\(name).sqlite"))
+            .authToken(LiveSyncServer.token(of: user))
+            .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)))
+            .transport { token in
+                let transport = CuttableTransport(live.makeTransport(as: nil, token: token))
+                made.update { $0 = transport }
+                return transport
+            }
+        sync = try AbrovaSync(config: try configure(builder).build())
+        guard let transport = made.value else { throw AbrovaSyncError(.configuration, message: "no transport was made") }
+        self.transport = transport
+    }
+
+    var carts: CollectionReference { sync.collection("carts") }
+}
+
+/// Waits (without blocking a thread) until `condition` holds, for at most `seconds`.
+func eventually(_ seconds: Double = 10, _ condition: @Sendable () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await condition()
+}

@@ -1,0 +1,120 @@
+import AbrovaServer
+@testable import AbrovaSync
+import AbrovaTestSupport
+import Foundation
+import Testing
+
+/// The four strategies end to end: two devices edit one shopping cart offline, then reconnect one
+/// after the other against the real server; both end with the same cart, as the strategy says.
+@Suite struct StrategyTests {
+    let folder = TemporaryFolder()
+
+    struct Outcome {
+        var cart: [String: Value]?
+        var otherCart: [String: Value]?
+        var conflicts: [ConflictInfo]
+        var resolverCalls: [ConflictInfo]
+    }
+
+    /// Ana's device makes the cart {qty: 1, items: {milk}}; both devices go offline; Ana adds eggs
+    /// and sets qty 2; Ben's device adds bread, removes milk and sets qty 3. Ana reconnects first.
+    func run(_ strategy: ConflictStrategy, resolution: ConflictResolution = .useServer) async throws -> Outcome {
+        let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser))
+        let calls = Locked<[ConflictInfo]>([])
+        let ana = try Device(live, folder: folder, name: "ana") { $0.conflictStrategy(strategy).conflictResolver { _ in .useServer } }
+        let ben = try Device(live, user: "ben", folder: folder, name: "ben") { builder in
+            builder.conflictStrategy(strategy).conflictResolver { info in
+                calls.update { $0.append(info) }
+                return resolution
+            }
+        }
+        let listener = RecordingListener()
+        await ben.sync.addSyncListener(listener)
+        let cart = ana.carts.document("c1")
+        try await cart.setData(["qty": 1])
+        try await cart.updateData(["items": .arrayUnion(["milk"])])
+        await ben.sync.forceSyncNow()
+        #expect(try await ben.carts.document("c1").getDocument(source: .cache).data == ["qty": 1, "items": ["milk"]])
+        await ana.sync.disconnect()
+        await ben.sync.disconnect()
+        try await cart.updateData(["items": .arrayUnion(["eggs"]), "qty": 2])
+        try await ben.carts.document("c1").updateData(["items": .arrayUnion(["bread"]), "qty": 3])
+        try await ben.carts.document("c1").updateData(["items": .arrayRemove(["milk"])])
+        await ana.sync.reconnect()
+        #expect(await eventually { await ana.sync.pendingCount == 0 })
+        await ben.sync.reconnect()
+        #expect(await eventually { await ben.sync.pendingCount == 0 })
+        await ben.sync.forceSyncNow()
+        await ana.sync.forceSyncNow()
+        let outcome = Outcome(cart: try await ben.carts.document("c1").getDocument(source: .cache).data?.mapValue,
+                              otherCart: try await cart.getDocument(source: .cache).data?.mapValue,
+                              conflicts: listener.conflicts.value, resolverCalls: calls.value)
+        #expect(outcome.cart == outcome.otherCart, "the devices disagree")
+        let server = try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document?.mapValue
+        #expect(outcome.cart == server, "the device and the server disagree")
+        await live.stop()
+        return outcome
+    }
+
+    @Test func mergeCombinesTheCartsElementByElementAndTheServersQuantityStands() async throws {
+        let outcome = try await run(.merge)
+        #expect(outcome.cart == ["qty": 2, "items": ["bread", "eggs"]])
+        let outcomes = Dictionary(uniqueKeysWithValues: outcome.conflicts.flatMap(\.conflicts).map { ($0.path.dotted, $0.outcome) })
+        #expect(outcomes == ["items": .merged, "qty": .serverWon])
+    }
+
+    @Test func serverWinsKeepsTheServersCartAndDropsTheDevicesChanges() async throws {
+        let outcome = try await run(.serverWins)
+        #expect(outcome.cart == ["qty": 2, "items": ["eggs", "milk"]])
+        #expect(outcome.conflicts.flatMap(\.conflicts).allSatisfy { $0.outcome == .serverWon })
+    }
+
+    @Test func clientWinsAppliesWhatTheDeviceDidAndKeepsWhatOnlyTheServerDid() async throws {
+        let outcome = try await run(.clientWins)
+        #expect(outcome.cart == ["qty": 3, "items": ["bread", "eggs"]])
+        #expect(!outcome.conflicts.isEmpty && outcome.conflicts.flatMap(\.conflicts).allSatisfy { $0.outcome == .clientWon })
+    }
+
+    @Test func manualAsksTheResolverAndPushesItsResolution() async throws {
+        let outcome = try await run(.manual, resolution: .use(["qty": 5, "note": "settled by hand"]))
+        #expect(outcome.resolverCalls.count == 1)
+        let call = try #require(outcome.resolverCalls.first)
+        #expect(call.local == ["qty": 3, "items": ["bread"]])
+        #expect(call.server == ["qty": 2, "items": ["eggs", "milk"]])
+        #expect(Set(call.conflicts.map(\.path.dotted)) == ["items", "qty"] && call.conflicts.allSatisfy { $0.outcome == .unresolved })
+        #expect(outcome.cart == ["qty": 5, "note": "settled by hand"])
+    }
+
+    @Test func eachCollectionSettlesItsConflictsByItsOwnStrategyInOneBatch() async throws {
+        let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser))
+        func device(_ user: String) throws -> Device {
+            try Device(live, user: user, folder: folder, name: user) { $0.conflictStrategy(.serverWins).conflictStrategy(.clientWins, for: "notes") }
+        }
+        let ana = try device("ana")
+        let ben = try device("ben")
+        try await ana.carts.document("c1").setData(["qty": 1])
+        try await ana.sync.collection("notes").document("n1").setData(["text": "draft"])
+        await ben.sync.forceSyncNow()
+        await ana.sync.disconnect()
+        await ben.sync.disconnect()
+        try await ana.carts.document("c1").updateData(["qty": 2])
+        try await ana.sync.collection("notes").document("n1").updateData(["text": "ana's"])
+        try await ben.carts.document("c1").updateData(["qty": 3])
+        try await ben.sync.collection("notes").document("n1").updateData(["text": "ben's"])
+        await ana.sync.reconnect()
+        #expect(await eventually { await ana.sync.pendingCount == 0 })
+        await ben.sync.reconnect()
+        #expect(await eventually { await ben.sync.pendingCount == 0 })
+        #expect(ben.transport.pushCount == 1, "one batch held both collections")
+        #expect(try await ben.carts.document("c1").getDocument(source: .server).data == ["qty": 2])  // serverWins
+        #expect(try await ben.sync.collection("notes").document("n1").getDocument(source: .server).data == ["text": "ben's"])  // clientWins
+        await live.stop()
+    }
+
+    @Test func theManualStrategyWithoutAResolverIsAConfigurationError() {
+        #expect(throws: AbrovaSyncError.self) { try AbrovaSyncConfigBuilder(apiKey: "k").conflictStrategy(.manual).build() }
+        #expect(throws: AbrovaSyncError.self) {
+            try AbrovaSyncConfigBuilder(apiKey: "k").conflictStrategy(.manual, for: "orders").build()
+        }
+    }
+}
