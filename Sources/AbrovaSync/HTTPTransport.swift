@@ -1,0 +1,488 @@
+import AbrovaCore
+import AbrovaWire
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// The sync server's routes (Spec/protocol.md) over HTTP, with URLSession.
+///
+/// Every request carries the API key (`X-API-Key`), the current token (`Authorization: Bearer`,
+/// read from `token` at each request, so the app can replace it at run time) and
+/// `Accept-Encoding: zstd`. A push body of at least `compressionThreshold` bytes travels
+/// compressed with zstd; a zstd answer is decompressed, never past `maximumAnswerBytes`.
+///
+/// Every outcome becomes a `TransportFailure` by what the SDK does next: no connection, a
+/// timeout, a cancelled task, a 408, 429 or 5xx status, a redirect, or a 2xx answer that cannot
+/// be read is `.unreachable` (retry later, the same push body); a 401 is `.unauthorized`; any
+/// other 4xx is `.refused` with the server's message.
+///
+///     let transport = HTTPTransport(serverURL: URL(string: "https://sync.example.com")!,
+///                                   apiKey: "app-key", token: { session.currentToken })
+///     let page = try await transport.pull(cursor: nil, limit: 500)
+///
+/// The session is ephemeral: no cache, no cookies, no stored credentials. Redirects are not
+/// followed (a `POST` would be replayed as a `GET`); they are answered `.unreachable` naming the
+/// `Location`, which is a misconfigured `serverURL`.
+public final class HTTPTransport: SyncTransport {
+    /// The server's base URL; the routes are appended to its path (`https://host/sync` serves
+    /// `https://host/sync/v1/push`).
+    public let serverURL: URL
+    /// How long a request may take, from its start to the last byte of the answer. URLSession
+    /// on Linux counts whole seconds: a fraction is rounded up.
+    public let timeout: Duration
+    /// The zstd level of compressed push bodies.
+    public let compressionLevel: Int32
+    /// Push bodies smaller than this many bytes are sent uncompressed (compression would not pay).
+    public let compressionThreshold: Int
+    /// The most bytes an answer may hold once decompressed; a larger one is abandoned as it
+    /// arrives and reported `.unreachable`.
+    public let maximumAnswerBytes: Int
+
+    private let apiKey: String
+    private let token: @Sendable () -> String?
+    private let session: URLSession
+    private let transfers: TransferDelegate
+
+    /// How long `isReachable()` waits at most.
+    private static let reachabilityTimeout: Duration = .seconds(5)
+
+    /// A transport to the server at `serverURL`.
+    ///
+    /// - Parameters:
+    ///   - apiKey: the app's API key, sent as `X-API-Key`.
+    ///   - token: the signed-in user's bearer token, read at every request; `nil` or empty for
+    ///     an anonymous caller (who may read public collections and never push).
+    ///   - timeout: how long a request may take in all (30 s by default).
+    ///   - compressionLevel: the zstd level of push bodies (1, the cheapest, by default: the
+    ///     server's work per change dominates, see README).
+    ///   - compressionThreshold: push bodies from this size (1 KiB by default) are compressed.
+    ///   - maximumAnswerBytes: the largest answer accepted, decompressed (64 MiB by default).
+    public init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
+                timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
+                maximumAnswerBytes: Int = 64 << 20) {
+        precondition(timeout > .zero, "timeout must be positive")
+        precondition(maximumAnswerBytes > 0, "maximumAnswerBytes must be positive")
+        self.serverURL = serverURL
+        self.apiKey = apiKey
+        self.token = token
+        self.timeout = timeout
+        self.compressionLevel = compressionLevel
+        self.compressionThreshold = compressionThreshold
+        self.maximumAnswerBytes = maximumAnswerBytes
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.urlCredentialStorage = nil
+        configuration.timeoutIntervalForRequest = Self.seconds(timeout)
+        configuration.timeoutIntervalForResource = Self.seconds(timeout)
+        transfers = TransferDelegate(maximumBytes: maximumAnswerBytes)
+        // The session keeps its delegate until it is invalidated, in deinit.
+        session = URLSession(configuration: configuration, delegate: transfers, delegateQueue: nil)
+    }
+
+    deinit {
+        session.finishTasksAndInvalidate()
+    }
+
+    // MARK: - The routes
+
+    /// `POST /v1/push`: sends `body` (a `PushRequest.body`) as it is, compressed when large.
+    ///
+    /// - Throws: `TransportFailure`; after `.unreachable` the push may have been applied all the
+    ///   same, so it is retried with the same body (the server answers a retry from its record).
+    public func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
+        var request = try makeRequest(method: "POST", path: "/v1/push")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        // zstd only fails when memory runs out; the server takes the plain body as well.
+        if body.count >= compressionThreshold, let compressed = try? Zstd.compress(body, level: compressionLevel) {
+            request.setValue("zstd", forHTTPHeaderField: "Content-Encoding")
+            request.httpBody = Data(compressed)
+        } else {
+            request.httpBody = Data(body)
+        }
+        let answer = try await send(request, timeout: timeout)
+        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in try PushResponse(body: bytes) }
+    }
+
+    /// `GET /v1/pull`: the page of documents changed after `cursor` (`nil`: from the beginning).
+    ///
+    /// - Throws: `TransportFailure`; `.refused(410, _)` when the cursor is past removed
+    ///   tombstones (pull again from the beginning), `.refused(400, _)` for a cursor the server
+    ///   did not make or a `limit` outside 1...1,000.
+    public func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+        var query = "limit=\(limit)"
+        if let cursor { query += "&cursor=" + Self.percentEncoded(cursor) }
+        let answer = try await send(try makeRequest(method: "GET", path: "/v1/pull", query: query), timeout: timeout)
+        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in try PullResponse(body: bytes) }
+    }
+
+    /// `GET /v1/docs/{collection}/{id}`: the document, or `nil` when it does not exist or is
+    /// deleted.
+    ///
+    /// - Throws: `TransportFailure`; `.refused(403, _)` when the rules refuse the read.
+    public func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {
+        let path = "/v1/docs/" + Self.pathSegment(key.collection) + "/" + Self.pathSegment(key.id)
+        let answer = try await send(try makeRequest(method: "GET", path: path), timeout: timeout)
+        // Only the protocol's own 404 (with its JSON error body) says the document is missing;
+        // another one (a proxy's page) means the route was not reached.
+        if answer.statusCode == 404, let body = try? Self.content(of: answer, limit: maximumAnswerBytes),
+           RequestError(body: body) != nil {
+            return nil
+        }
+        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in try ServerDocument(body: bytes) }
+    }
+
+    /// `GET /v1/health`, waiting at most 5 s (or `timeout`, when shorter): whether the server
+    /// answers 200.
+    public func isReachable() async -> Bool {
+        guard var request = try? makeRequest(method: "GET", path: "/v1/health", withCredentials: false) else { return false }
+        let wait = min(timeout, Self.reachabilityTimeout)
+        request.timeoutInterval = Self.seconds(wait)
+        return (try? await send(request, timeout: wait).statusCode) == 200
+    }
+
+    // MARK: - Requests
+
+    /// A request for `path` (and `query`, already percent-encoded) under `serverURL`, with the
+    /// headers every route shares.
+    private func makeRequest(method: String, path: String, query: String? = nil,
+                             withCredentials: Bool = true) throws(TransportFailure) -> URLRequest {
+        guard var components = URLComponents(url: serverURL, resolvingAgainstBaseURL: true) else {
+            throw .unreachable("the server URL \(serverURL) cannot hold a route")
+        }
+        var base = components.percentEncodedPath
+        while base.hasSuffix("/") { base.removeLast() }
+        components.percentEncodedPath = base + path
+        components.percentEncodedQuery = query
+        components.fragment = nil
+        guard let url = components.url else { throw .unreachable("the server URL \(serverURL) cannot hold \(path)") }
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: Self.seconds(timeout))
+        request.httpMethod = method
+        request.httpShouldHandleCookies = false
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.setValue("zstd", forHTTPHeaderField: "Accept-Encoding")
+        guard withCredentials else { return request }
+        // A line break in a header value would smuggle in headers of its own.
+        guard Self.isHeaderSafe(apiKey) else {
+            throw .unauthorized("the API key holds characters an HTTP header cannot carry")
+        }
+        request.setValue(apiKey, forHTTPHeaderField: "X-API-Key")
+        if let token = token(), !token.isEmpty {
+            guard Self.isHeaderSafe(token) else {
+                throw .unauthorized("the token holds characters an HTTP header cannot carry")
+            }
+            request.setValue("Bearer " + token, forHTTPHeaderField: "Authorization")
+        }
+        return request
+    }
+
+    /// Sends `request` and collects the whole answer; a failure here means no usable answer
+    /// came (the status is not looked at yet).
+    private func send(_ request: URLRequest, timeout: Duration) async throws(TransportFailure) -> HTTPAnswer {
+        let task = session.dataTask(with: request)
+        let outcome = await transfers.run(task)
+        switch outcome {
+        case .answered(let answer):
+            return answer
+        case .failed(let error):
+            throw .unreachable(Self.reason(for: error, timeout: timeout))
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> TimeInterval {
+        let (seconds, attoseconds) = duration.components
+        // URLSession on Linux truncates the timeout to whole seconds: 0.5 s would become 0.
+        return max(1, (Double(seconds) + Double(attoseconds) / 1e18).rounded(.up))
+    }
+
+    private static func isHeaderSafe(_ text: String) -> Bool {
+        text.utf8.allSatisfy { (0x20...0x7E).contains($0) }
+    }
+}
+
+// MARK: - Reading answers
+
+/// What came back for one request: the status, the headers (by lowercased name) and the body as
+/// URLSession handed it over.
+struct HTTPAnswer: Hashable, Sendable {
+    /// The status code.
+    var statusCode: Int
+    /// The headers, by lowercased name.
+    var headers: [String: String]
+    /// The body as received (zstd or not, see `HTTPTransport.content(of:limit:)`).
+    var body: [UInt8]
+    /// The body grew past the limit and was abandoned: `body` is empty.
+    var exceedsLimit = false
+}
+
+extension HTTPTransport {
+    /// The four bytes that open a zstd frame (0xFD2FB528, little-endian).
+    private static let zstdMagic: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD]
+
+    /// The answer of a 2xx read by `read`; any other answer as the failure it is.
+    ///
+    /// - Throws: `TransportFailure`: `failure(for:limit:)` for a status other than 2xx;
+    ///   `.unreachable` for a 2xx whose body cannot be decompressed or read (a retry is the safe
+    ///   move: a push answered so may have been applied).
+    static func read<Result>(_ answer: HTTPAnswer, limit: Int,
+                             _ read: ([UInt8]) throws(RequestError) -> Result) throws(TransportFailure) -> Result {
+        guard (200..<300).contains(answer.statusCode) else { throw failure(for: answer, limit: limit) }
+        let body: [UInt8]
+        do {
+            body = try content(of: answer, limit: limit)
+        } catch {
+            throw .unreachable("the answer could not be read: \(error.reason)")
+        }
+        do {
+            return try read(body)
+        } catch {
+            throw .unreachable("the answer could not be read: \(error.message)")
+        }
+    }
+
+    /// The failure an answer that is not 2xx stands for.
+    static func failure(for answer: HTTPAnswer, limit: Int) -> TransportFailure {
+        let status = answer.statusCode
+        switch status {
+        case 401:
+            return .unauthorized(message(of: answer, limit: limit))
+        case 408, 429, 500...599:
+            var reason = "\(status): \(message(of: answer, limit: limit))"
+            if let retryAfter = answer.headers["retry-after"] { reason += " (Retry-After: \(retryAfter.prefix(40)))" }
+            return .unreachable(reason)
+        case 400...499:
+            return .refused(statusCode: status, message: message(of: answer, limit: limit))
+        case 300...399:
+            let location = answer.headers["location"].map { " to \($0.prefix(200))" } ?? ""
+            return .unreachable("\(status): a redirect\(location), which the protocol never sends; check the server URL")
+        default:
+            return .unreachable("\(status): a status the protocol never sends")
+        }
+    }
+
+    /// The server's message from its JSON error body, or a sentence naming the status and the
+    /// start of whatever else came.
+    private static func message(of answer: HTTPAnswer, limit: Int) -> String {
+        let reasonPhrase = HTTPURLResponse.localizedString(forStatusCode: answer.statusCode)
+        let body: [UInt8]
+        do {
+            body = try content(of: answer, limit: limit)
+        } catch {
+            return "\(reasonPhrase), with a body that could not be read: \(error.reason)"
+        }
+        if let error = RequestError(body: body) { return error.message }
+        let excerpt = String(decoding: body.prefix(200), as: UTF8.self)
+            .map { $0.isNewline || $0.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) ? " " : String($0) }
+            .joined()
+            .trimmingCharacters(in: .whitespaces)
+        return "\(reasonPhrase), without the protocol's JSON error body" + (excerpt.isEmpty ? "" : ": \"\(excerpt)\"")
+    }
+
+    /// The answer's body decoded.
+    ///
+    /// A zstd body is decompressed here, never past `limit`. URLSession leaves `Content-Encoding`
+    /// as sent but may have decoded the body already: on Linux, libcurl decodes every encoding it
+    /// was built with, zstd included on current distributions; on Apple platforms it does not.
+    /// A JSON body never opens with zstd's magic number, so the bytes tell which happened.
+    ///
+    /// - Throws: `UnreadableBody` when the body grew past `limit` or is not valid zstd.
+    static func content(of answer: HTTPAnswer, limit: Int) throws(UnreadableBody) -> [UInt8] {
+        guard !answer.exceedsLimit else {
+            throw UnreadableBody(reason: "it holds more than \(limit) bytes (maximumAnswerBytes)")
+        }
+        let encoding = answer.headers["content-encoding"]?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard encoding == "zstd", answer.body.starts(with: zstdMagic) else { return answer.body }
+        do {
+            return try Zstd.decompress(answer.body, limit: limit, maximumWindowLog: windowLog(for: limit))
+        } catch {
+            throw UnreadableBody(reason: "its zstd body was refused: \(error.message)")
+        }
+    }
+
+    /// The largest zstd window worth allowing: one as large as the answer may be (zstd accepts
+    /// 2^10...2^30).
+    private static func windowLog(for limit: Int) -> Int {
+        var log = 10
+        while log < 30, 1 << log < limit { log += 1 }
+        return log
+    }
+
+    /// Why an answer's body could not be read.
+    struct UnreadableBody: Error {
+        var reason: String
+    }
+
+    /// A sentence for a request that got no answer.
+    static func reason(for error: TransferDelegate.Failure, timeout: Duration) -> String {
+        switch error {
+        case .url(let error):
+            let what = switch error.code {
+            case .timedOut: "no answer within \(timeout)"
+            case .cancelled: "the request was cancelled"
+            case .cannotConnectToHost: "the connection was refused"
+            case .networkConnectionLost: "the connection was lost"
+            case .notConnectedToInternet: "there is no network"
+            case .cannotFindHost, .dnsLookupFailed: "the server's host name cannot be resolved"
+            case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+                 .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
+                "the secure connection failed"
+            default: "URL error \(error.code.rawValue)"
+            }
+            guard error.code != .cancelled, error.code != .timedOut else { return what }
+            // Linux's URLSession puts libcurl's sentence here; it names the host and the cause.
+            let detail = (error.userInfo[NSLocalizedDescriptionKey] as? String).map { " (\($0))" } ?? ""
+            return what + detail
+        case .other(let description):
+            return description
+        }
+    }
+
+    /// `text` percent-encoded for a URL's path or query: everything but RFC 3986's unreserved
+    /// characters is escaped, `+` included (the server reads a query's `+` as a space).
+    static func percentEncoded(_ text: String) -> String {
+        var encoded = ""
+        encoded.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                encoded.unicodeScalars.append("%")
+                encoded.unicodeScalars.append(hex[Int(byte >> 4)])
+                encoded.unicodeScalars.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return encoded
+    }
+
+    /// One path segment: percent-encoded, and a segment of dots escaped too, so that no URL
+    /// layer removes it as `.` or `..` (the server then refuses the name itself).
+    static func pathSegment(_ text: String) -> String {
+        guard !text.isEmpty, text.allSatisfy({ $0 == "." }) else { return percentEncoded(text) }
+        return String(repeating: "%2E", count: text.count)
+    }
+}
+
+// MARK: - Transfers
+
+/// Collects each task's answer, refusing bodies past the limit as they arrive, and hands it to
+/// the caller waiting for it.
+///
+/// URLSession calls it on the session's delegate queue; `run` is called from any task. The
+/// transfers in flight sit behind a mutex, keyed by task identifier.
+final class TransferDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    /// A request that got no answer.
+    enum Failure: Error, Sendable {
+        case url(URLError)
+        case other(String)
+    }
+
+    /// How one transfer ended.
+    enum Outcome: Sendable {
+        case answered(HTTPAnswer)
+        case failed(Failure)
+    }
+
+    private struct Transfer {
+        var body = Data()
+        var exceedsLimit = false
+        /// The caller waiting, once it waits.
+        var continuation: CheckedContinuation<Outcome, Never>?
+        /// The outcome, when the transfer ended before the caller waited (cancelled at once).
+        var outcome: Outcome?
+    }
+
+    private let maximumBytes: Int
+    private let transfers = Mutex<[Int: Transfer]>([:])
+
+    init(maximumBytes: Int) {
+        self.maximumBytes = maximumBytes
+    }
+
+    /// Starts `task` and waits for its outcome; cancelling the calling task cancels it.
+    func run(_ task: URLSessionDataTask) async -> Outcome {
+        let identifier = task.taskIdentifier
+        transfers.withLock { $0[identifier] = Transfer() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+                // A task cancelled before it started may already have ended.
+                let ended: Outcome? = transfers.withLock { transfers in
+                    if let outcome = transfers[identifier]?.outcome {
+                        transfers[identifier] = nil
+                        return outcome
+                    }
+                    transfers[identifier]?.continuation = continuation
+                    return nil
+                }
+                if let ended {
+                    continuation.resume(returning: ended)
+                } else {
+                    task.resume()
+                }
+            }
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let identifier = dataTask.taskIdentifier
+        let isTooLarge = transfers.withLock { transfers in
+            // Changed in place through the subscript: a copy of the transfer would share its
+            // body, and every append would then copy the whole body.
+            guard let received = transfers[identifier]?.body.count, transfers[identifier]?.exceedsLimit == false else { return false }
+            guard data.count <= maximumBytes - received else {
+                transfers[identifier]?.exceedsLimit = true
+                transfers[identifier]?.body = Data()
+                return true
+            }
+            transfers[identifier]?.body.append(data)
+            return false
+        }
+        // The rest is not worth receiving (libcurl may be inflating a zstd bomb).
+        if isTooLarge { dataTask.cancel() }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        // Not followed: the redirect itself becomes the answer.
+        completionHandler(nil)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let response = task.response as? HTTPURLResponse
+        let waiting: (CheckedContinuation<Outcome, Never>, Outcome)? = transfers.withLock { transfers in
+            guard var transfer = transfers[task.taskIdentifier] else { return nil }
+            let outcome: Outcome
+            if let response, error == nil || transfer.exceedsLimit {
+                var headers: [String: String] = [:]
+                for case (let name as String, let value as String) in response.allHeaderFields {
+                    headers[name.lowercased()] = value
+                }
+                outcome = .answered(HTTPAnswer(statusCode: response.statusCode, headers: headers, body: Array(transfer.body),
+                                               exceedsLimit: transfer.exceedsLimit))
+            } else if let error = error as? URLError {
+                outcome = .failed(.url(error))
+            } else if let error {
+                outcome = .failed(.other("the request failed: \(error)"))
+            } else {
+                outcome = .failed(.other("the answer was not an HTTP answer"))
+            }
+            guard let continuation = transfer.continuation else {
+                transfer.outcome = outcome
+                transfers[task.taskIdentifier] = transfer
+                return nil
+            }
+            transfers[task.taskIdentifier] = nil
+            return (continuation, outcome)
+        }
+        if let (continuation, outcome) = waiting { continuation.resume(returning: outcome) }
+    }
+}
