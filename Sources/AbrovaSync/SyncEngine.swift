@@ -114,6 +114,8 @@ public actor SyncEngine {
         self.configuration = configuration
     }
 
+    deinit { probe?.cancel() }
+
     /// Whether requests should go to the server now.
     var isOnline: Bool { !isDisconnectedByApp && !isUnreachable }
 
@@ -352,13 +354,14 @@ public actor SyncEngine {
 
     private func startProbing() {
         guard probe == nil, !isDisconnectedByApp else { return }
-        probe = Task { [weak self] in
+        // Holds the engine only between its own calls, so an engine the app dropped stops probing.
+        probe = Task { [weak self, clock = configuration.clock, transport] in
             while !Task.isCancelled {
-                guard let self else { return }
-                let delay = await self.nextDelay()
-                do { try await self.configuration.clock.sleep(for: delay) } catch { return }
-                if await self.transport.isReachable() {
-                    await self.probeSucceeded()
+                guard let delay = await self?.nextDelay() else { return }
+                do { try await clock.sleep(for: delay) } catch { return }
+                guard self != nil else { return }
+                if await transport.isReachable() {
+                    await self?.probeSucceeded()
                     return
                 }
             }

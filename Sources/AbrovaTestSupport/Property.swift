@@ -64,6 +64,9 @@ public enum Property {
             seeds = (0..<count).map { _ in mixer.next() }
         }
         for seed in seeds {
+            // Thousands of quick cases would otherwise hold one of the few threads Swift
+            // concurrency has (two on CI), stalling every other test's tasks for seconds.
+            await Task.yield()
             var choices = Choices(seed: seed)
             let input = generate(&choices)
             guard let message = await property(input) else { continue }
@@ -85,6 +88,7 @@ public enum Property {
         func attempt(_ candidate: [UInt64]) async -> Bool {
             guard budget > 0 else { return false }
             budget -= 1
+            await Task.yield()
             var choices = Choices(replaying: candidate)
             let input = generate(&choices)
             guard let failure = await property(input) else { return false }

@@ -130,8 +130,16 @@ final class LiveSyncServer: Sendable {
                              compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes)
     }
 
-    /// Stops the server: finishes the requests in flight, then closes every connection.
+    /// Work to do before the server stops (SDK instances closing), in the order it was added.
+    private let beforeStop = Locked<[@Sendable () async -> Void]>([])
+
+    /// Runs `work` when the server stops, before it does.
+    func onStop(_ work: @escaping @Sendable () async -> Void) { beforeStop.update { $0.append(work) } }
+
+    /// Stops the server: first whatever `onStop` asked for, then finishes the requests in flight and
+    /// closes every connection.
     func stop() async {
+        for work in beforeStop.update({ list in defer { list = [] }; return list }) { await work() }
         let server = server
         _ = try? await onNewThread { server.shutdown() }
     }

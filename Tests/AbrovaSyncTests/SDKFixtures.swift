@@ -99,6 +99,9 @@ struct Device {
         sync = try AbrovaSync(config: try configure(builder).build())
         guard let transport = made.value else { throw AbrovaSyncError(.configuration, message: "no transport was made") }
         self.transport = transport
+        // A device left running would probe the stopped server until the process ends.
+        let sync = sync
+        live.onStop { await sync.close() }
     }
 
     var carts: CollectionReference { sync.collection("carts") }

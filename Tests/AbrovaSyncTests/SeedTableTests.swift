@@ -196,7 +196,10 @@ import Testing
         let restarted = try Device(live, folder: folder)  // same store file; starts a sync at once
         let sent = await eventually { await restarted.sync.pendingCount == 0 }
         let lastError = await restarted.sync.lastError
-        #expect(sent, "state \(restarted.sync.syncState), error \(String(describing: lastError)), pushes \(restarted.transport.pushCount)")
+        let runs = await restarted.sync.engine.runsStarted
+        let pending = await restarted.sync.pendingCount
+        let frozen = try await restarted.sync.store.freezeBatch()
+        #expect(sent, "state \(restarted.sync.syncState), error \(String(describing: lastError)), pushes \(restarted.transport.pushCount), runs \(runs), pending \(pending), frozen now \(String(describing: frozen?.batch.changes.count))")
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])
         await live.stop()
     }
