@@ -140,6 +140,8 @@ public final class AbrovaSync: Sendable {
     public var connectionStateChanges: AsyncStream<ConnectionState> { engine.connectionStates.subscribe() }
     /// Queued writes the server refused when they were sent.
     public var documentRejections: AsyncStream<DocumentRejection> { engine.rejections.subscribe() }
+    /// The progress of sync runs: after each batch sent and each page pulled.
+    public var syncProgressChanges: AsyncStream<SyncProgress> { engine.progress.subscribe() }
 
     /// The sync state now.
     public var syncState: SyncState { engine.syncStates.latest ?? .idle }

@@ -28,6 +28,16 @@ public enum ConnectionState: String, Hashable, Sendable {
     case error
 }
 
+/// How far a sync run has come: the changes it sent and the documents it pulled so far.
+public struct SyncProgress: Hashable, Sendable {
+    /// Changes sent and answered in this run.
+    public var pushedChanges = 0
+    /// Documents pulled in this run.
+    public var pulledDocuments = 0
+    /// Whether the server has more pages to pull.
+    public var isPulling = false
+}
+
 /// A queued write the server refused when it was finally sent: it was dropped and its document
 /// rolled back to the server's version.
 public struct DocumentRejection: Hashable, Sendable {
@@ -89,6 +99,8 @@ public actor SyncEngine {
     let syncStates = Broadcaster<SyncState>(initial: .idle)
     let connectionStates = Broadcaster<ConnectionState>(initial: .connecting)
     let rejections = Broadcaster<DocumentRejection>()
+    let progress = Broadcaster<SyncProgress>()
+    private var runProgress = SyncProgress()
 
     private var listeners: [ObjectIdentifier: WeakListener] = [:]
     private(set) var lastError: AbrovaSyncError?
@@ -190,6 +202,7 @@ public actor SyncEngine {
     private func run() async -> RunResult {
         runsStarted += 1
         current?.phase = .working
+        runProgress = SyncProgress()
         setState(.syncing)
         eachListener { $0.onSyncStarted() }
         var result = RunResult()
@@ -252,6 +265,8 @@ public actor SyncEngine {
             if case .unresolved = outcome { wanted[change.key] = try await store.document(change.key).data?.mapValue }
         }
         let report = try await store.settle(batch: batch.sequence, results: answer)
+        runProgress.pushedChanges += batch.changes.count
+        progress.send(runProgress)
         result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), rejections: report.rejections))
         for (change, outcome) in zip(batch.changes, answer) {
             guard case .applied = outcome else { continue }
@@ -318,6 +333,9 @@ public actor SyncEngine {
             markReachable()
             try await store.applyPulledPage(page.documents.map { (key: $0.key, state: $0.state) }, cursor: page.cursor)
             cursor = page.cursor
+            runProgress.pulledDocuments += page.documents.count
+            runProgress.isPulling = page.hasMore
+            progress.send(runProgress)
             if !page.hasMore { return }
         }
     }
@@ -444,6 +462,7 @@ public actor SyncEngine {
         syncStates.finish()
         connectionStates.finish()
         rejections.finish()
+        progress.finish()
     }
 }
 
