@@ -8,7 +8,8 @@ public struct ConflictInfo: Sendable {
     public let documentId: String
     /// Its collection.
     public let collection: String
-    /// The document as this device had it (`nil`: deleted on the device).
+    /// The document as this device had it, for the manual resolver (`nil`: deleted on the device;
+    /// also `nil` for conflicts the strategy settled, whose outcome is already applied).
     public let local: [String: Value]?
     /// The document on the server (`nil`: deleted or never there).
     public let server: [String: Value]?
