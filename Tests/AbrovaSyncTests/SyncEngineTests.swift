@@ -53,6 +53,27 @@ import Testing
         await live.stop()
     }
 
+    @Test func aBatchWhoseAnswerWasLostIsRetriedAndAppliedOnce() async throws {
+        let failNext = Locked(true)
+        let live = try LiveSyncServer(afterPushCommit: { _ in
+            if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
+        })
+        let device = try Device(live, folder: folder)
+        await device.sync.disconnect()
+        try await device.carts.document("c1").setData(["qty": 1])
+        try await device.carts.document("c1").updateData(["qty": 2])
+        await device.sync.reconnect()  // the first push commits, then its answer is lost (500)
+        #expect(await eventually { await device.sync.pendingCount == 0 })
+        #expect(device.transport.pushCount >= 2)
+        let stored = try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana"))
+        #expect(stored.state.document == ["qty": 2])
+        let pushes = live.exchanges.filter { $0.path == "/v1/push" }.map(\.status)
+        #expect(pushes.first == 500 && pushes.dropFirst().allSatisfy { $0 == 200 }, "\(pushes)")
+        // One change, one version: the retry was answered from the dedupe record.
+        #expect(try live.service.store.write { try $0.nextVersion() } == Version(2))
+        await live.stop()
+    }
+
     @Test func thePendingCountIsExactThroughout() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
