@@ -240,14 +240,8 @@ public actor SyncEngine {
             let answer: [ChangeResult]
             do {
                 answer = try await transport.push(body: body).results
-            } catch .unreachable {
-                result.outcome = .unreachable
-                return
-            } catch .unauthorized(let message) {
-                result.outcome = .unauthorized
-                unauthorized(message)
-                return
-            } catch .refused(let statusCode, let message) {
+            } catch {
+                guard case .refused(let statusCode, let message) = error else { return endRun(on: error, &result) }
                 // The whole batch was refused (it cannot be sent as it is): each change is.
                 answer = Array(repeating: .rejected(statusCode: statusCode, message: message), count: frozen.batch.changes.count)
             }
@@ -311,13 +305,6 @@ public actor SyncEngine {
             let page: PullResponse
             do {
                 page = try await transport.pull(cursor: cursor, limit: 500)
-            } catch .unreachable {
-                result.outcome = .unreachable
-                return
-            } catch .unauthorized(let message) {
-                result.outcome = .unauthorized
-                unauthorized(message)
-                return
             } catch .refused(410, _) where !resynced {
                 // Deletes after our cursor are no longer kept: pull everything again. Unsent
                 // changes stay; pulled states join the confirmed ones.
@@ -325,7 +312,8 @@ public actor SyncEngine {
                 try await store.resetPullCursor()
                 cursor = nil
                 continue
-            } catch .refused(let statusCode, let message) {
+            } catch {
+                guard case .refused(let statusCode, let message) = error else { return endRun(on: error, &result) }
                 result.outcome = .failed
                 fail(AbrovaSyncError(.refused, statusCode: statusCode, message: "pull refused: \(message)"))
                 return
@@ -337,6 +325,20 @@ public actor SyncEngine {
             runProgress.isPulling = page.hasMore
             progress.send(runProgress)
             if !page.hasMore { return }
+        }
+    }
+
+    /// Ends a run on a failure that waiting (unreachable) or a new token (unauthorized) fixes.
+    private func endRun(on failure: TransportFailure, _ result: inout RunResult) {
+        switch failure {
+        case .unreachable:
+            result.outcome = .unreachable
+        case .unauthorized(let message):
+            result.outcome = .unauthorized
+            unauthorized(message)
+        case .refused(let statusCode, let message):
+            result.outcome = .failed
+            fail(AbrovaSyncError(.refused, statusCode: statusCode, message: message))
         }
     }
 
