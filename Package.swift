@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Modules, one job each; dependencies point one way:
-// AbrovaCore (pure CRDT, no I/O) <- stores, codec <- client (AbrovaSync), server <- CLI.
+// AbrovaCore (pure CRDT, no I/O) <- stores, codec <- client (AbrovaSync), server <- demo <- CLI.
 let package = Package(
     name: "AbrovaSync",
     products: [
@@ -35,8 +35,10 @@ let package = Package(
         // The client SDK, the seed's iOS API: configuration, the data API, the sync engine and its
         // HTTP transport (URLSession).
         .target(name: "AbrovaSync", dependencies: ["AbrovaCore", "AbrovaStore", "AbrovaWire"]),
-        // `abrova serve`.
-        .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
+        // The shopping-cart story of `abrova demo`: the server and two SDK instances in one process.
+        .target(name: "AbrovaDemo", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP"]),
+        // `abrova serve` and `abrova demo`.
+        .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaDemo"]),
         .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
                                                                "AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
         // Writes to a store until killed: the crash-safety test runs it.
@@ -49,6 +51,8 @@ let package = Package(
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
         // The SDK against the real server on loopback (LiveSyncServer) and scripted servers.
         .testTarget(name: "AbrovaSyncTests", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),
+        // The demo's story, run in-process.
+        .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
     ],
     swiftLanguageModes: [.v6]
 )

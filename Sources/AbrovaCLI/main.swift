@@ -1,9 +1,19 @@
 import AbrovaServer
 import Foundation
 
-// `abrova serve`: the sync server on the embedded SQLite store, no set-up beyond the command.
+// `abrova demo`: the shopping-cart story on a temporary server; `abrova serve`: the sync server on
+// the embedded SQLite store. Neither needs set-up beyond the command.
 
 let usage = """
+    usage: abrova <command> [options]
+
+      demo    the shopping-cart story: a temporary server, two devices offline, the merged cart
+      serve   the sync server on the embedded SQLite store
+
+    `abrova <command> --help` describes each.
+    """
+
+let serveUsage = """
     usage: abrova serve [--port N] [--database PATH] [--rules FILE] [--auth FILE]
                         [--threads N] [--retention-days N] [--loopback]
 
@@ -23,8 +33,24 @@ func fail(_ message: String) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.first == "serve" else { fail(arguments.isEmpty ? "a command is needed\n\(usage)" : "unknown command \(arguments[0])\n\(usage)") }
+guard let command = arguments.first else { fail("a command is needed\n\(usage)") }
 arguments.removeFirst()
+switch command {
+case "serve":
+    break
+case "demo":
+    if arguments == ["--help"] || arguments == ["-h"] {
+        print(demoUsage)
+        exit(0)
+    }
+    guard arguments.isEmpty else { fail("demo takes no options\n\(demoUsage)") }
+    exit(await runDemo())
+case "--help", "-h", "help":
+    print(usage)
+    exit(0)
+default:
+    fail("unknown command \(command)\n\(usage)")
+}
 
 var options = ServeOptions()
 while !arguments.isEmpty {
@@ -34,10 +60,10 @@ while !arguments.isEmpty {
         continue
     }
     if name == "--help" || name == "-h" {
-        print(usage)
+        print(serveUsage)
         exit(0)
     }
-    guard !arguments.isEmpty else { fail("\(name) needs a value\n\(usage)") }
+    guard !arguments.isEmpty else { fail("\(name) needs a value\n\(serveUsage)") }
     let value = arguments.removeFirst()
     switch name {
     case "--port":
@@ -52,7 +78,7 @@ while !arguments.isEmpty {
     case "--retention-days":
         guard let days = Double(value), days > 0 else { fail("--retention-days takes a positive number") }
         options.retentionDays = days
-    default: fail("unknown option \(name)\n\(usage)")
+    default: fail("unknown option \(name)\n\(serveUsage)")
     }
 }
 
