@@ -81,7 +81,7 @@ struct DemoDevice: Sendable {
             .storePath(storePath)
             .authToken(user)
             .conflictStrategy(.merge)
-            .transport { token in HTTPTransport(serverURL: server, apiKey: "demo", token: token, timeout: .seconds(5)) }
+            .requestTimeout(.seconds(5))
             .build()
         sync = try AbrovaSync(config: config)
         events = DeviceEvents(device: name, output: output)

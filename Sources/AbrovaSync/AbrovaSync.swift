@@ -64,7 +64,7 @@ public final class AbrovaSync: Sendable {
         self.token = token
         let readToken: @Sendable () -> String? = { token.value }
         let transport = config.makeTransport?(readToken)
-            ?? HTTPTransport(serverURL: config.serverURL, apiKey: config.apiKey, token: readToken)
+            ?? HTTPTransport(serverURL: config.serverURL, apiKey: config.apiKey, token: readToken, timeout: config.requestTimeout)
         engine = SyncEngine(store: store, transport: transport, configuration: config)
         // The pending count follows the store's count of unsent writes, live and exact.
         let counts = pendingCounts

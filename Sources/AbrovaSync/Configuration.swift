@@ -108,6 +108,8 @@ public struct AbrovaSyncConfig: Sendable {
     public let makeTransport: TransportMaker?
     /// The most changes sent in one push.
     public let maximumBatchChanges: Int
+    /// How long a request may take before the server counts as unreachable.
+    public let requestTimeout: Duration
 
     /// The strategy of `collection`.
     public func strategy(for collection: String) -> ConflictStrategy {
@@ -138,6 +140,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     private var clock: any SyncClock = ContinuousSyncClock()
     private var makeTransport: TransportMaker?
     private var maximumBatchChanges = 500
+    private var requestTimeout = Duration.seconds(30)
 
     /// A builder with the defaults: offline persistence on, sync on reconnect, `serverWins`.
     public init(apiKey: String) { self.apiKey = apiKey }
@@ -162,7 +165,8 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     }
     /// The resolver of the manual strategy (required when any collection uses it).
     public func conflictResolver(_ resolver: @escaping ConflictResolver) -> Self { with { $0.conflictResolver = resolver } }
-    /// The device store's file (default: `abrova-<apiKey>.sqlite` in the caches directory).
+    /// The device store's file (default: `abrova-<apiKey>.sqlite` in the temporary directory; give
+    /// each instance of one app its own).
     public func storePath(_ path: String) -> Self { with { $0.storePath = path } }
     /// The user's token.
     public func authToken(_ token: String?) -> Self { with { $0.authToken = token } }
@@ -178,6 +182,8 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     /// How requests reach the server (default: HTTP with URLSession), made from the reader of
     /// the current token (which `AbrovaSync.setAuthToken(_:)` replaces).
     public func transport(_ make: @escaping TransportMaker) -> Self { with { $0.makeTransport = make } }
+    /// How long a request may take before the server counts as unreachable (default 30 s).
+    public func requestTimeout(_ timeout: Duration) -> Self { with { $0.requestTimeout = timeout } }
     /// The most changes in one push (default 500, the server's limit is 1,000).
     public func maximumBatchChanges(_ count: Int) -> Self { with { $0.maximumBatchChanges = count } }
 
@@ -191,6 +197,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
             throw AbrovaSyncError(.configuration, message: "the manual conflict strategy needs a conflictResolver")
         }
         guard !apiKey.isEmpty else { throw AbrovaSyncError(.configuration, message: "the API key is empty") }
+        guard requestTimeout > .zero else { throw AbrovaSyncError(.configuration, message: "requestTimeout must be positive") }
         guard (1...1_000).contains(maximumBatchChanges) else {
             throw AbrovaSyncError(.configuration, message: "maximumBatchChanges must be 1 to 1,000")
         }
@@ -200,6 +207,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
                                 conflictStrategy: conflictStrategy, collectionStrategies: collectionStrategies,
                                 conflictResolver: conflictResolver, storePath: path, authToken: authToken,
                                 offlineCacheSizeMb: offlineCacheSizeMb, maxSyncRetries: maxSyncRetries, retryPolicy: retryPolicy,
-                                clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges)
+                                clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges,
+                                requestTimeout: requestTimeout)
     }
 }
