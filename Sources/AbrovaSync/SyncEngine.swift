@@ -104,11 +104,8 @@ public actor SyncEngine {
 
     private var listeners: [ObjectIdentifier: WeakListener] = [:]
     private(set) var lastError: AbrovaSyncError?
-    /// The app called `disconnect()`.
-    private(set) var isDisconnectedByApp = false
-    /// The last request failed to reach the server; cleared by a probe or a request that gets
-    /// through.
-    private(set) var isUnreachable = false
+    /// The decisions: states and what to do next (SyncDecisions, free of I/O).
+    private var decisions: SyncDecisions
     private var current: (task: Task<RunResult, Never>, phase: Phase)?
     private var followUp: Task<RunResult, Never>?
     private var probe: Task<Void, Never>?
@@ -124,12 +121,34 @@ public actor SyncEngine {
         self.store = store
         self.transport = transport
         self.configuration = configuration
+        decisions = SyncDecisions(syncOnReconnect: configuration.syncOnReconnect)
     }
 
     deinit { probe?.cancel() }
 
     /// Whether requests should go to the server now.
-    var isOnline: Bool { !isDisconnectedByApp && !isUnreachable }
+    var isOnline: Bool { decisions.isOnline }
+
+    /// Feeds an event to the decisions, publishes the states they changed and carries out their
+    /// actions.
+    private func handle(_ event: SyncDecisions.Event) {
+        let actions = decisions.handle(event)
+        if connectionStates.latest != decisions.connection { connectionStates.send(decisions.connection) }
+        if syncStates.latest != decisions.syncState {
+            syncStates.send(decisions.syncState)
+            onSyncState?(decisions.syncState)
+        }
+        for action in actions {
+            switch action {
+            case .sync: Task { await self.sync() }
+            case .startProbing: startProbing()
+            case .stopProbing:
+                probe?.cancel()
+                probe = nil
+            case .resetBackoff: failedAttempts = 0
+            }
+        }
+    }
 
     // MARK: Listeners
 
@@ -151,17 +170,6 @@ public actor SyncEngine {
         onDocumentRejected = callback
     }
 
-    private func setState(_ state: SyncState) {
-        guard syncStates.latest != state else { return }
-        syncStates.send(state)
-        onSyncState?(state)
-    }
-
-    private func setConnection(_ state: ConnectionState) {
-        guard connectionStates.latest != state else { return }
-        connectionStates.send(state)
-    }
-
     // MARK: Runs
 
     /// Runs sync, or joins the run that is starting; a trigger that comes while a run is already
@@ -169,9 +177,7 @@ public actor SyncEngine {
     /// before the trigger.
     @discardableResult
     func sync() async -> RunResult {
-        if isDisconnectedByApp {
-            return RunResult(outcome: .unreachable)
-        }
+        guard decisions.mayRun else { return RunResult(outcome: .unreachable) }
         if let current {
             if current.phase == .starting { return await current.task.value }
             if let followUp { return await followUp.value }
@@ -203,7 +209,7 @@ public actor SyncEngine {
         runsStarted += 1
         current?.phase = .working
         runProgress = SyncProgress()
-        setState(.syncing)
+        handle(.runStarted)
         eachListener { $0.onSyncStarted() }
         var result = RunResult()
         var syncedCount = 0
@@ -216,15 +222,13 @@ public actor SyncEngine {
         }
         switch result.outcome {
         case .completed:
-            failedAttempts = 0
             lastError = nil
-            markReachable()
-            setState(.idle)
+            handle(.runEnded(.completed))
             eachListener { $0.onSyncCompleted(syncedCount: syncedCount) }
         case .unreachable:
-            if isDisconnectedByApp { setState(.offline) } else { wentUnreachable() }
+            handle(.runEnded(.unreachable))
         case .unauthorized, .failed:
-            break
+            break  // told already, with the error (unauthorized(_:), fail(_:))
         }
         return result
     }
@@ -344,42 +348,22 @@ public actor SyncEngine {
 
     // MARK: Connection
 
-    private func markReachable() {
-        isUnreachable = false
-        setConnection(.connected)
-    }
-
-    /// The server could not be reached: writes queue, and a probe with backoff watches for it to
-    /// come back (retries never stop).
-    private func wentUnreachable() {
-        isUnreachable = true
-        setConnection(.disconnected)
-        setState(.offline)
-        startProbing()
-    }
+    private func markReachable() { handle(.runReachedServer) }
 
     /// Tells the engine that a request outside a run could not reach the server.
-    func noteUnreachable() {
-        guard !isUnreachable, !isDisconnectedByApp else { return }
-        wentUnreachable()
-    }
+    func noteUnreachable() { handle(.requestUnreachable) }
 
     /// Tells the engine that a request outside a run got through.
-    func noteReachable() {
-        guard isUnreachable else { return }
-        isUnreachable = false
-        setConnection(.connected)
-        cameBack()
-    }
+    func noteReachable() { handle(.requestGotThrough) }
 
     private func startProbing() {
-        guard probe == nil, !isDisconnectedByApp else { return }
+        guard probe == nil, decisions.mayRun else { return }
         // Holds the engine only between its own calls, so an engine the app dropped stops probing.
         probe = Task { [weak self, clock = configuration.clock, transport] in
             while !Task.isCancelled {
                 guard let delay = await self?.nextDelay() else { return }
                 do { try await clock.sleep(for: delay) } catch { return }
-                guard self != nil else { return }
+                guard self != nil, !Task.isCancelled else { return }
                 if await transport.isReachable() {
                     await self?.probeSucceeded()
                     return
@@ -395,70 +379,35 @@ public actor SyncEngine {
 
     private func probeSucceeded() {
         probe = nil
-        guard isUnreachable, !isDisconnectedByApp else { return }
-        isUnreachable = false
-        setConnection(.connected)
-        cameBack()
-    }
-
-    /// The server is back: send the queue when the app wants that, else just say we are idle.
-    private func cameBack() {
-        if configuration.syncOnReconnect {
-            Task { await self.sync() }
-        } else {
-            setState(syncStates.latest == .error ? .error : .idle)
-        }
+        handle(.probeFoundServer)
     }
 
     private func unauthorized(_ message: String) {
         let error = AbrovaSyncError(.unauthorized, statusCode: 401, message: message)
         lastError = error
-        setConnection(.error)
-        setState(.error)
+        handle(.runEnded(.unauthorized))
         eachListener { $0.onSyncFailed(error: error) }
     }
 
     private func fail(_ error: AbrovaSyncError) {
         lastError = error
-        setState(.error)
+        handle(.runEnded(.failed))
         eachListener { $0.onSyncFailed(error: error) }
     }
 
     /// The app went offline on purpose: writes queue until `reconnect()`.
-    func disconnect() {
-        isDisconnectedByApp = true
-        probe?.cancel()
-        probe = nil
-        setConnection(.disconnected)
-        setState(.offline)
-    }
+    func disconnect() { handle(.disconnect) }
 
     /// The app is back online: sync at once when `syncOnReconnect`, else probe only.
-    func reconnect() {
-        guard isDisconnectedByApp else { return }
-        isDisconnectedByApp = false
-        isUnreachable = false
-        setConnection(.connecting)
-        if configuration.syncOnReconnect {
-            Task { await self.sync() }
-        } else {
-            setState(.idle)
-        }
-    }
+    func reconnect() { handle(.reconnect) }
 
     /// A new token came: sync runs again (a run already working used the old token, so this is
     /// a new run), which resumes sync if it had stopped on a refused token.
-    func tokenReplaced() {
-        if connectionStates.latest == .error { setConnection(.connecting) }
-        guard !isDisconnectedByApp else { return }
-        Task { await self.sync() }
-    }
+    func tokenReplaced() { handle(.tokenReplaced) }
 
     /// Stops probing, lets a run in progress end, and ends the streams.
     func close() async {
-        isDisconnectedByApp = true  // no new runs
-        probe?.cancel()
-        probe = nil
+        handle(.close)  // no new runs, no probing
         if let followUp { _ = await followUp.value }
         if let current { _ = await current.task.value }
         syncStates.finish()
