@@ -11,7 +11,10 @@ final class CuttableTransport: SyncTransport {
     private let cut = SharedFlag()
     private let pushes = SharedCounter()
 
-    init(_ inner: HTTPTransport) { self.inner = inner }
+    init(_ inner: HTTPTransport, isCut: Bool = false) {
+        self.inner = inner
+        cut.value = isCut
+    }
 
     /// Whether the network is gone.
     var isCut: Bool {
@@ -83,7 +86,7 @@ struct Device {
     let sync: AbrovaSync
     let transport: CuttableTransport
 
-    init(_ live: LiveSyncServer, user: String = "ana", folder: TemporaryFolder, name: String = "device",
+    init(_ live: LiveSyncServer, user: String = "ana", folder: TemporaryFolder, name: String = "device", startsOffline: Bool = false,
          configure: (AbrovaSyncConfigBuilder) -> AbrovaSyncConfigBuilder = { $0 }) throws {
         let made = Locked<CuttableTransport?>(nil)
         let builder = AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
@@ -92,7 +95,7 @@ struct Device {
             .authToken(LiveSyncServer.token(of: user))
             .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)))
             .transport { token in
-                let transport = CuttableTransport(live.makeTransport(as: nil, token: token))
+                let transport = CuttableTransport(live.makeTransport(as: nil, token: token), isCut: startsOffline)
                 made.update { $0 = transport }
                 return transport
             }

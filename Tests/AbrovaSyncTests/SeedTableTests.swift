@@ -204,6 +204,18 @@ import Testing
         await live.stop()
     }
 
+    @Test func anAppStartedWithoutANetworkSendsItsWritesWhenOneAppears() async throws {
+        let live = try LiveSyncServer()
+        let device = try Device(live, folder: folder, startsOffline: true)
+        try await device.carts.document("c1").setData(["items": ["milk"]])  // the first sync failed: queued
+        #expect(await eventually { device.sync.syncState == .offline })
+        #expect(await device.sync.pendingCount == 1)
+        device.transport.isCut = false  // no write, no call: the probe finds the server by itself
+        #expect(await eventually { await device.sync.pendingCount == 0 })
+        #expect(try serverDocument(live, milk) == ["items": ["milk"]])
+        await live.stop()
+    }
+
     @Test func withoutSyncOnReconnectQueuedWritesWaitForForceSyncNow() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder) { $0.syncOnReconnect(false) }
