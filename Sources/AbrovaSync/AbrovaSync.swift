@@ -138,7 +138,7 @@ public final class AbrovaSync: Sendable {
     public var pendingCountChanges: AsyncStream<Int> { pendingCounts.subscribe() }
     /// The connection state now and at every change.
     public var connectionStateChanges: AsyncStream<ConnectionState> { engine.connectionStates.subscribe() }
-    /// Queued writes the server refused when they were sent.
+    /// Queued writes the server refused when they were sent, from the moment of subscribing.
     public var documentRejections: AsyncStream<DocumentRejection> { engine.rejections.subscribe() }
     /// The progress of sync runs: after each batch sent and each page pulled.
     public var syncProgressChanges: AsyncStream<SyncProgress> { engine.progress.subscribe() }

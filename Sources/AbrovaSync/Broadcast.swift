@@ -2,8 +2,8 @@ import Foundation
 import Synchronization
 
 /// Sends each value to every subscriber's `AsyncStream`; any number may subscribe, and ending one
-/// affects no other. A new subscriber first gets the latest value, so a screen opened late still
-/// shows the current state.
+/// affects no other. For states, a new subscriber first gets the latest value, so a screen opened
+/// late still shows the current state; events (rejections) are not replayed.
 final class Broadcaster<Element: Sendable>: Sendable {
     private struct State {
         var subscribers: [UUID: AsyncStream<Element>.Continuation] = [:]
@@ -11,9 +11,11 @@ final class Broadcaster<Element: Sendable>: Sendable {
     }
 
     private let state: Mutex<State>
+    private let replaysLatest: Bool
 
-    init(initial: Element? = nil) {
+    init(initial: Element? = nil, replaysLatest: Bool = true) {
         state = Mutex(State(latest: initial))
+        self.replaysLatest = replaysLatest
     }
 
     /// The latest value sent, if any.
@@ -27,7 +29,7 @@ final class Broadcaster<Element: Sendable>: Sendable {
             state.subscribers[id] = continuation
             return state.latest
         }
-        if let latest { continuation.yield(latest) }
+        if replaysLatest, let latest { continuation.yield(latest) }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }

@@ -98,7 +98,7 @@ public actor SyncEngine {
 
     let syncStates = Broadcaster<SyncState>(initial: .idle)
     let connectionStates = Broadcaster<ConnectionState>(initial: .connecting)
-    let rejections = Broadcaster<DocumentRejection>()
+    let rejections = Broadcaster<DocumentRejection>(replaysLatest: false)
     let progress = Broadcaster<SyncProgress>()
     private var runProgress = SyncProgress()
 
