@@ -59,13 +59,19 @@ public struct DocumentDelta: Hashable, Sendable {
     /// then give different documents on different replicas. The SDK's deltas never do (compose
     /// retires what a later write covers); a hand-made one is refused.
     ///
-    /// - Throws: `ValueError` `malformedJSON` naming the two paths.
+    /// - Throws: `ValueError` `malformedJSON` naming the two paths (of several, the smallest path
+    ///   both assigned and changed as a set, else the smallest path under another).
     func checkWritesDoNotOverlap() throws(ValueError) {
         func refuse(_ path: FieldPath, _ other: FieldPath) -> ValueError {
             ValueError(.malformedJSON, field: path.dotted,
                        detail: "the change writes both \"\(other.dotted)\" and \"\(path.dotted)\"; a change writes each place once")
         }
-        for path in setChanges.keys where assignments[path] != nil { throw refuse(path, path) }
+        // The smallest, not the first the dictionary's order (which varies from run to run) meets.
+        var assignedAndChanged: FieldPath?
+        for path in setChanges.keys where assignments[path] != nil && assignedAndChanged.map({ path < $0 }) ?? true {
+            assignedAndChanged = path
+        }
+        if let assignedAndChanged { throw refuse(assignedAndChanged, assignedAndChanged) }
         guard hasNestedPaths else { return }  // distinct top-level paths never overlap
         var written = Set(assignments.keys)
         written.formUnion(setChanges.keys)
@@ -165,13 +171,18 @@ public struct DocumentDelta: Hashable, Sendable {
     }
 
     /// `updateData`: assigns paths (a map replaces the subtree), removes paths, adds to and removes
-    /// from sets. Parts apply in the order removals, assignments, set adds, set removes.
+    /// from sets. Parts apply in the order removals, assignments, set adds, set removes; within a
+    /// part, in the order of the paths (`removals` as given), so a path comes before the paths
+    /// under it, which then write over it: `set: ["a": ["x": 1], "a.y": 2]` leaves `a.x` and `a.y`.
     ///
     /// - Throws: `ValueError` naming the field when a path or value cannot be stored.
     public static func update(set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
                               setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:],
                               base: Version) throws(ValueError) -> DocumentDelta {
         var delta = DocumentDelta()
+        // The dictionaries are walked in path order: theirs varies from run to run (and between
+        // equal dictionaries), and overlapping paths give different deltas in different orders.
+        let assignments = assignments.sorted { $0.key < $1.key }
         // The common call, leaves at paths that do not overlap, needs no composing.
         if removals.isEmpty, setAdd.isEmpty, setRemove.isEmpty, Self.areSeparateLeaves(assignments) {
             for (path, value) in assignments {
@@ -191,12 +202,12 @@ public struct DocumentDelta: Hashable, Sendable {
             try part.assign(value, at: path, base: base)
             delta.compose(with: part)
         }
-        for (path, elements) in setAdd {
+        for (path, elements) in setAdd.sorted(by: { $0.key < $1.key }) {
             try path.checkNotRoot()
             for element in elements { try element.validate(at: path, depth: path.depth + 1) }
             delta.compose(with: DocumentDelta(setChanges: [path: SetChange(adds: Set(elements), base: base)]))
         }
-        for (path, elements) in setRemove {
+        for (path, elements) in setRemove.sorted(by: { $0.key < $1.key }) {
             try path.checkNotRoot()
             for element in elements { try element.validate(at: path, depth: path.depth + 1) }
             delta.compose(with: DocumentDelta(setChanges: [path: SetChange(removes: Set(elements), base: base)]))
@@ -205,11 +216,11 @@ public struct DocumentDelta: Hashable, Sendable {
     }
 
     /// Whether every value is a leaf (not a non-empty map) and no two paths overlap.
-    private static func areSeparateLeaves(_ assignments: [FieldPath: Value]) -> Bool {
+    private static func areSeparateLeaves(_ assignments: [(key: FieldPath, value: Value)]) -> Bool {
         guard assignments.count <= 8 else { return false }
         for (path, value) in assignments {
             if case .map(let entries) = value, !entries.isEmpty { return false }
-            if assignments.keys.contains(where: { $0 != path && $0.overlaps(path) }) { return false }
+            if assignments.contains(where: { $0.key != path && $0.key.overlaps(path) }) { return false }
         }
         return true
     }
@@ -260,6 +271,8 @@ public struct DocumentDelta: Hashable, Sendable {
     /// Applied on a device the result equals applying both in order. Each path keeps the earliest
     /// base with which it was touched, and a part the later change overwrites stays behind as a
     /// removal with its own base, so the server still sees every conflict either change would have.
+    /// The later change's paths are taken in path order within each part: one taken first can pass
+    /// its base on to an overlapping one.
     public mutating func compose(with later: DocumentDelta) {
         hasNestedPaths = hasNestedPaths || later.hasNestedPaths
         if let createBase = later.create {
@@ -268,23 +281,23 @@ public struct DocumentDelta: Hashable, Sendable {
             create = bases.min()
             delete = nil
         }
-        for (path, base) in later.removals {
+        for (path, base) in Self.inPathOrder(later.removals) {
             let base = min(base, earliestBase(touching: path) ?? base)
             retire(overlapping: path, onlyWithin: true)
             removals[path] = base
         }
-        for (path, base) in later.fieldRemovals {
+        for (path, base) in Self.inPathOrder(later.fieldRemovals) {
             let base = min(base, earliestBase(touching: path) ?? base)
             retire(at: path)
             fieldRemovals[path] = base
         }
-        for (path, assignment) in later.assignments {
+        for (path, assignment) in Self.inPathOrder(later.assignments) {
             let base = min(assignment.base, earliestBase(touching: path) ?? assignment.base)
             assignments[path] = nil
             retire(overlapping: path)
             assignments[path] = Assignment(value: assignment.value, base: base)
         }
-        for (path, change) in later.setChanges {
+        for (path, change) in Self.inPathOrder(later.setChanges) {
             let base = min(change.base, earliestBase(touching: path) ?? change.base)
             if var existing = setChanges[path] {
                 existing.adds = existing.adds.subtracting(change.removes).union(change.adds)
@@ -299,6 +312,12 @@ public struct DocumentDelta: Hashable, Sendable {
         if let deleteBase = later.delete {
             delete = min(delete ?? deleteBase, deleteBase)
         }
+    }
+
+    /// The entries in the order of their paths: a dictionary's own order varies from run to run
+    /// (and between equal dictionaries).
+    private static func inPathOrder<Entry>(_ entries: [FieldPath: Entry]) -> [(key: FieldPath, value: Entry)] {
+        entries.count < 2 ? Array(entries) : entries.sorted { $0.key < $1.key }
     }
 
     /// The earliest base with which this change touches `path` or anything overlapping it (a create

@@ -3,6 +3,8 @@ extension Value {
     ///
     /// - Throws: `ValueError` naming the offending field: a NaN or infinite double, a map key that
     ///   is empty, contains `.` or a character field names may not hold, or nesting deeper than `ValueLimits.maximumDepth`.
+    ///   Where there are several, the first met walking arrays in order and maps in the order of
+    ///   their keys (Swift's string order).
     public func validate(at path: FieldPath, depth: Int) throws(ValueError) {
         guard depth <= ValueLimits.maximumDepth else {
             throw ValueError(.tooDeep, field: path.dotted, detail: "nested deeper than \(ValueLimits.maximumDepth) levels")
@@ -13,17 +15,30 @@ extension Value {
         case .array(let elements):
             for element in elements { try element.validate(at: path, depth: depth + 1) }
         case .map(let entries):
-            for (key, value) in entries {
-                guard !key.isEmpty, !key.contains(FieldPath.separator) else {
-                    throw ValueError(.invalidFieldName, field: path.isRoot ? key : path.dotted + "." + key,
-                                     detail: "a field name is empty or contains \".\"")
+            // A dictionary's order varies from run to run, and between equal dictionaries: its
+            // entries are each checked once, in that order, and the smallest key's problem named.
+            var first: (key: String, error: ValueError)?
+            for (key, value) in entries where first.map({ key < $0.key }) ?? true {
+                do {
+                    try value.validate(asEntry: key, ofMapAt: path, depth: depth)
+                } catch {
+                    first = (key, error)
                 }
-                try FieldPath.checkName(key, at: path.isRoot ? key : path.dotted + "." + key)
-                try value.validate(at: path.appending(key), depth: depth + 1)
             }
+            if let first { throw first.error }
         default:
             break
         }
+    }
+
+    /// Checks the value of a map's entry `key`, and the key, for a map at `path` and `depth`.
+    private func validate(asEntry key: String, ofMapAt path: FieldPath, depth: Int) throws(ValueError) {
+        guard !key.isEmpty, !key.contains(FieldPath.separator) else {
+            throw ValueError(.invalidFieldName, field: path.isRoot ? key : path.dotted + "." + key,
+                             detail: "a field name is empty or contains \".\"")
+        }
+        try FieldPath.checkName(key, at: path.isRoot ? key : path.dotted + "." + key)
+        try validate(at: path.appending(key), depth: depth + 1)
     }
 
     /// The leaves of a value placed at `path`: each non-empty map is opened up, everything else is a

@@ -59,6 +59,32 @@ import Testing
         #expect(pending.fieldRemovals[a] == Version(1))
         #expect(state.applyingLocally(pending, at: Version(2)).document == [:])
     }
+
+    @Test func overlappingPathsOfOneUpdateApplyInPathOrder() throws {
+        // Equal dictionaries kept side by side hold their keys in different orders (a table's hash
+        // seed comes from its address): a first, then a.y over it, whatever the order.
+        let sets: [[FieldPath: Value]] = try (0..<20).map { _ in [try FieldPath("a.y"): 2, try FieldPath("a"): ["x": 1]] }
+        let adds: [[FieldPath: [Value]]] = try (0..<20).map { _ in [try FieldPath("b.s"): [1], try FieldPath("b"): [2]] }
+        for (set, add) in zip(sets, adds) {
+            let delta = try DocumentDelta.update(set: set, setAdd: add, base: .zero)
+            var state = DocumentState()
+            state.applyLocally(try DocumentDelta.create([:], base: .zero), at: Version(1))
+            state.applyLocally(delta, at: Version(2))
+            #expect(state.document == ["a": ["x": 1, "y": 2], "b": ["s": [1]]])
+        }
+    }
+
+    @Test func aLaterChangesPathsComposeInPathOrder() throws {
+        // a.b, taken first, keeps the base of the a.b.c it takes away, and passes it on to a.b.d.
+        let later = try (0..<20).map { _ in
+            try DocumentDelta.update(remove: [try FieldPath("a.b.d"), try FieldPath("a.b")], base: Version(5))
+        }
+        for later in later {
+            var pending = try DocumentDelta.update(set: [try FieldPath("a.b.c"): 0], base: Version(1))
+            pending.compose(with: later)
+            #expect(pending.removals[try FieldPath("a.b.d")] == Version(1))
+        }
+    }
 }
 
 @Suite struct HarnessTests {

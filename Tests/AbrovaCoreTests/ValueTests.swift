@@ -106,6 +106,18 @@ import Testing
         #expect(inSet?.field == "tags")
     }
 
+    @Test func ofSeveralWrongFieldsTheSmallestKeyIsNamed() throws {
+        // Equal maps kept side by side are different dictionaries, most in different orders (a
+        // table's hash seed comes from its address); the answer may not differ.
+        let values: [Value] = (0..<50).map { _ in
+            ["z": ["b": .double(.nan), "a": ["y": .double(.nan), "x.": 1]], "m": .double(.infinity)]
+        }
+        for value in values {
+            #expect(error { try value.validate(at: try FieldPath("f"), depth: 1) }?.field == "f.m")
+            #expect(error { try value.mapValue?["z"]?.validate(at: try FieldPath("f.z"), depth: 2) }?.field == "f.z.a.x.")
+        }
+    }
+
     @Test func fieldNamesWithTheSeparatorOrEmptySegmentsAreRefused() async {
         let dotted = error { _ = try DocumentDelta.create(["a.b": 1], base: .zero) }
         #expect(dotted?.code == .invalidFieldName)

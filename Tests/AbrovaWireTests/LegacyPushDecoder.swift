@@ -6,6 +6,10 @@ import AbrovaWire
 // walked. One change: where the original walked a dictionary and reported the first wrong key it
 // met (whichever its hash order reached first, which varies from run to run), this walks the keys
 // in sorted order, so that its answer is repeatable. The new decoder names the smallest key too.
+// The same held inside a user's value: `Value.validate`, which both decoders call, named whichever
+// wrong key of a map its dictionary's order met first, and the two decoders' equal maps could be
+// met in different orders. It now names the smallest key (Validation.swift), the rule this copy
+// follows for the delta's own maps.
 
 /// Reads a push body as the tree decoder did.
 func legacyPushRequest(body: some Collection<UInt8>, limits: WireLimits = WireLimits()) throws(RequestError) -> PushRequest {
