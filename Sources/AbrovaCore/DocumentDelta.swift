@@ -182,7 +182,7 @@ public struct DocumentDelta: Hashable, Sendable {
         var delta = DocumentDelta()
         // The dictionaries are walked in path order: theirs varies from run to run (and between
         // equal dictionaries), and overlapping paths give different deltas in different orders.
-        let assignments = assignments.sorted { $0.key < $1.key }
+        let assignments = Self.inPathOrder(assignments)
         // The common call, leaves at paths that do not overlap, needs no composing.
         if removals.isEmpty, setAdd.isEmpty, setRemove.isEmpty, Self.areSeparateLeaves(assignments) {
             for (path, value) in assignments {
