@@ -5,6 +5,8 @@ import PackageDescription
 // AbrovaCore (pure CRDT, no I/O) <- stores, codec <- client (AbrovaSync), server <- demo <- CLI.
 let package = Package(
     name: "AbrovaSync",
+    // Where Apple's systems have the toolchain's Synchronization (Mutex) and Observation.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "AbrovaSync", targets: ["AbrovaSync"]),
         .library(name: "AbrovaCore", targets: ["AbrovaCore"]),

@@ -24,6 +24,8 @@ public final class AbrovaSync: Sendable {
     private let pendingCounter: Task<Void, Never>
     private let pendingCounts = Broadcaster<Int>()
     private let onPendingCountCallback = Guarded<(@Sendable (Int) -> Void)?>(nil)
+    /// The foreground and the network path, as engine events.
+    private let platformSignals: PlatformSignals
 
     private static let sharedInstance = Mutex<AbrovaSync?>(nil)
 
@@ -76,15 +78,20 @@ public final class AbrovaSync: Sendable {
                 callback.value?(count)
             }
         }
+        platformSignals = PlatformSignals(engine: engine)
         let engine = self.engine
         Task { await engine.sync() }
     }
 
-    deinit { pendingCounter.cancel() }
+    deinit {
+        pendingCounter.cancel()
+        platformSignals.cancel()
+    }
 
     /// Stops syncing, ends the streams and closes the device store's file (it stays on disk; a
     /// new instance may open it). The instance cannot be used after.
     public func close() async {
+        platformSignals.cancel()
         await engine.close()
         pendingCounter.cancel()
         pendingCounts.finish()

@@ -22,6 +22,12 @@ struct SyncDecisions: Equatable {
         case reconnect
         /// The app gave a new token.
         case tokenReplaced
+        /// The device's network came up (a path monitor saw it; Apple platforms only).
+        case networkAvailable
+        /// The device's network went away (a path monitor saw it; Apple platforms only).
+        case networkLost
+        /// The app came to the foreground.
+        case foreground
         /// The SDK is closing.
         case close
     }
@@ -36,6 +42,9 @@ struct SyncDecisions: Equatable {
         case stopProbing
         /// Start the backoff from its first delay (the server answered a whole run).
         case resetBackoff
+        /// Probe the server at once, then with backoff from its first delay (the network just
+        /// came up: a probe sleeping through a long backoff would come back late).
+        case probeNow
     }
 
     /// Send queued writes when the server comes back.
@@ -112,6 +121,17 @@ struct SyncDecisions: Equatable {
             return []
         case .tokenReplaced:
             if connection == .error { connection = .connecting }
+            return isDisconnectedByApp ? [] : [.sync]
+        case .networkAvailable:
+            guard isUnreachable, !isDisconnectedByApp else { return [] }
+            return [.probeNow]
+        case .networkLost:
+            // Without a network every request would fail after its timeout; go offline now.
+            guard !isUnreachable, !isDisconnectedByApp else { return [] }
+            return wentUnreachable()
+        case .foreground:
+            // Like a start: send what was queued and pull what changed while in the background
+            // (a run that cannot reach the server leaves the probe to it).
             return isDisconnectedByApp ? [] : [.sync]
         }
     }

@@ -146,6 +146,11 @@ public actor SyncEngine {
                 probe?.cancel()
                 probe = nil
             case .resetBackoff: failedAttempts = 0
+            case .probeNow:
+                probe?.cancel()
+                probe = nil
+                failedAttempts = 0
+                startProbing(checkingFirst: true)
             }
         }
     }
@@ -356,13 +361,17 @@ public actor SyncEngine {
     /// Tells the engine that a request outside a run got through.
     func noteReachable() { handle(.requestGotThrough) }
 
-    private func startProbing() {
+    private func startProbing(checkingFirst: Bool = false) {
         guard probe == nil, decisions.mayRun else { return }
         // Holds the engine only between its own calls, so an engine the app dropped stops probing.
         probe = Task { [weak self, clock = configuration.clock, transport] in
+            var sleeps = !checkingFirst
             while !Task.isCancelled {
-                guard let delay = await self?.nextDelay() else { return }
-                do { try await clock.sleep(for: delay) } catch { return }
+                if sleeps {
+                    guard let delay = await self?.nextDelay() else { return }
+                    do { try await clock.sleep(for: delay) } catch { return }
+                }
+                sleeps = true
                 guard self != nil, !Task.isCancelled else { return }
                 if await transport.isReachable() {
                     await self?.probeSucceeded()
@@ -378,6 +387,7 @@ public actor SyncEngine {
     }
 
     private func probeSucceeded() {
+        probe?.cancel()  // a probe restarted by `probeNow` may still be running
         probe = nil
         handle(.probeFoundServer)
     }
@@ -400,6 +410,12 @@ public actor SyncEngine {
 
     /// The app is back online: sync at once when `syncOnReconnect`, else probe only.
     func reconnect() { handle(.reconnect) }
+
+    /// The device's network came up or went away (from a path monitor).
+    func networkChanged(available: Bool) { handle(available ? .networkAvailable : .networkLost) }
+
+    /// The app came to the foreground: sync as at start.
+    func cameToForeground() { handle(.foreground) }
 
     /// A new token came: sync runs again (a run already working used the old token, so this is
     /// a new run), which resumes sync if it had stopped on a refused token.

@@ -231,6 +231,23 @@ import Testing
         await live.stop()
     }
 
+    @Test func comingToTheForegroundSendsTheQueue() async throws {
+        let live = try LiveSyncServer()
+        let device = try Device(live, folder: folder) { $0.syncOnReconnect(false) }
+        await device.sync.forceSyncNow()
+        device.transport.isCut = true
+        try await device.carts.document("c1").setData(["items": ["milk"]])
+        #expect(device.sync.syncState == .offline && device.transport.pushCount == 0)
+        device.transport.isCut = false
+        let center = NotificationCenter()  // the app framework's, here posted by hand
+        let signals = PlatformSignals(engine: device.sync.engine, notificationCenter: center)
+        center.post(name: PlatformSignals.foregroundNotification, object: nil)
+        #expect(await eventually { await device.sync.pendingCount == 0 })
+        #expect(try serverDocument(live, milk) == ["items": ["milk"]])
+        signals.cancel()
+        await live.stop()
+    }
+
     @Test func concurrentForceSyncNowCallsShareOneRun() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)

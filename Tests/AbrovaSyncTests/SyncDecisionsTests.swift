@@ -53,6 +53,26 @@ import Testing
         #expect(decisions.handle(.requestGotThrough) == [], "nothing to resume when it was there all along")
     }
 
+    @Test func theNetworkPathComingUpProbesAtOnceAndGoingAwayGoesOffline() {
+        var decisions = SyncDecisions(syncOnReconnect: true)
+        #expect(decisions.handle(.networkAvailable) == [], "nothing to do while the server answers")
+        #expect(decisions.handle(.networkLost) == [.startProbing] && !decisions.isOnline && decisions.syncState == .offline)
+        #expect(decisions.handle(.networkLost) == [])
+        #expect(decisions.handle(.networkAvailable) == [.probeNow] && !decisions.isOnline, "the probe, not the path, says the server is back")
+        #expect(decisions.handle(.probeFoundServer) == [.sync])
+        _ = decisions.handle(.disconnect)
+        #expect(decisions.handle(.networkLost) == [] && decisions.handle(.networkAvailable) == [], "the app's disconnect wins")
+    }
+
+    @Test func comingToTheForegroundSyncsAsAStartDoes() {
+        var decisions = SyncDecisions(syncOnReconnect: false)
+        #expect(decisions.handle(.foreground) == [.sync], "even without syncOnReconnect, as at start")
+        _ = decisions.handle(.runEnded(.unreachable))
+        #expect(decisions.handle(.foreground) == [.sync], "a run tries even while the probe waits")
+        _ = decisions.handle(.disconnect)
+        #expect(decisions.handle(.foreground) == [])
+    }
+
     @Test func aRunReachingTheServerEndsTheProbe() {
         var decisions = SyncDecisions(syncOnReconnect: true)
         _ = decisions.handle(.runEnded(.unreachable))

@@ -1,0 +1,71 @@
+import Foundation
+#if canImport(Network)
+import Network
+#endif
+
+/// What the platform says about the app and the network, turned into engine events: the app
+/// coming to the foreground (a notification the app framework posts), and, where the Network
+/// framework exists, the device's network path coming up or going away.
+///
+/// Unchecked because `NWPathMonitor` is: its handler and `cancel()` are safe from any thread.
+final class PlatformSignals: @unchecked Sendable {
+    /// The notification the app framework posts when the app comes back to the foreground.
+    /// UIKit's and AppKit's names, spelled out so this file needs neither framework.
+    #if os(macOS)
+    static let foregroundNotification = Notification.Name("NSApplicationWillBecomeActiveNotification")
+    #else
+    static let foregroundNotification = Notification.Name("UIApplicationWillEnterForegroundNotification")
+    #endif
+
+    private let foregroundObserver: ObserverToken
+    #if canImport(Network)
+    private let pathMonitor: NWPathMonitor
+    #endif
+
+    init(engine: SyncEngine, notificationCenter: NotificationCenter = .default) {
+        let token = notificationCenter.addObserver(forName: Self.foregroundNotification, object: nil, queue: nil) { [weak engine] _ in
+            guard let engine else { return }
+            Task { await engine.cameToForeground() }
+        }
+        foregroundObserver = ObserverToken(token, center: notificationCenter)
+        #if canImport(Network)
+        // Satisfied means some interface can route; the probe still decides whether the server
+        // answers. The first update only reports the path as it is at start.
+        pathMonitor = NWPathMonitor()
+        pathMonitor.pathUpdateHandler = { [weak engine] path in
+            guard let engine else { return }
+            let available = path.status == .satisfied
+            Task { await engine.networkChanged(available: available) }
+        }
+        pathMonitor.start(queue: DispatchQueue(label: "AbrovaSync.networkPath"))
+        #endif
+    }
+
+    /// Stops listening.
+    func cancel() {
+        foregroundObserver.remove()
+        #if canImport(Network)
+        pathMonitor.cancel()
+        #endif
+    }
+}
+
+/// A notification observer's token, removed once. The token is an opaque object the center
+/// hands back; only `remove()` uses it, under the lock.
+private final class ObserverToken: @unchecked Sendable {
+    private let lock = NSLock()
+    private var token: (any NSObjectProtocol)?
+    private let center: NotificationCenter
+
+    init(_ token: any NSObjectProtocol, center: NotificationCenter) {
+        self.token = token
+        self.center = center
+    }
+
+    func remove() {
+        lock.lock()
+        defer { lock.unlock() }
+        if let token { center.removeObserver(token) }
+        token = nil
+    }
+}
