@@ -23,7 +23,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "AbrovaSQLite", dependencies: ["CSQLite"]),
         .target(name: "AbrovaStore", dependencies: ["AbrovaCore", "AbrovaSQLite"]),
-        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore", "CZstd"]),
+        // libpq from Debian's libpq-dev, for servers that share one PostgreSQL database.
+        .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ"),
+        .target(name: "AbrovaPostgres", dependencies: ["CLibPQ"]),
+        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore", "AbrovaPostgres", "CZstd"]),
         // The wire: the protocol's JSON bodies and zstd (Spec/protocol.md).
         .systemLibrary(name: "CZstd", path: "Sources/CZstd"),
         .target(name: "AbrovaWire", dependencies: ["AbrovaCore", "CZstd"]),
@@ -33,7 +36,7 @@ let package = Package(
         // A small HTTP/1.1 server that knows nothing of sync.
         .target(name: "AbrovaHTTP", dependencies: ["CMicroHTTPD"]),
         // The sync server: service, rules, stores and its HTTP routes (Spec/protocol.md).
-        .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaWire", "AbrovaHTTP"]),
+        .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP"]),
         // The client SDK, the seed's iOS API: configuration, the data API, the sync engine and its
         // HTTP transport (URLSession).
         .target(name: "AbrovaSync", dependencies: ["AbrovaCore", "AbrovaStore", "AbrovaWire"]),

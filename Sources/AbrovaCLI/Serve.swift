@@ -8,6 +8,8 @@ import Foundation
 struct ServeOptions {
     var port: UInt16 = 8080
     var databasePath = "abrova.sqlite"
+    var postgresURL: String?
+    var postgresConnections = 8
     var rulesPath: String?
     var authPath: String?
     var threads = 8
@@ -33,7 +35,15 @@ func runServer(_ options: ServeOptions) throws {
         logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
         authenticator = DevelopmentAuthenticator()
     }
-    let store = try SQLiteServerStore(path: options.databasePath)
+    let store: any ServerStore
+    let storeName: String
+    if let url = options.postgresURL {
+        store = try PostgresServerStore(url: url, maximumConnections: options.postgresConnections)
+        storeName = "PostgreSQL at \(redactingPassword(url))"
+    } else {
+        store = try SQLiteServerStore(path: options.databasePath)
+        storeName = options.databasePath
+    }
     let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
         tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
     let handler = SyncHTTPHandler(service: service, authenticator: authenticator, log: logLine)
@@ -41,7 +51,7 @@ func runServer(_ options: ServeOptions) throws {
         port: options.port, threadCount: options.threads, loopbackOnly: options.loopbackOnly)) { request in
         handler.handle(request)
     }
-    logLine("abrova serving \(options.databasePath) on port \(server.port)")
+    logLine("abrova serving \(storeName) on port \(server.port)")
 
     // Expired tombstones are removed hourly, and once at start.
     let purge = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "abrova.purge"))
@@ -69,6 +79,13 @@ func runServer(_ options: ServeOptions) throws {
     purge.cancel()
     server.shutdown(timeout: .seconds(30))
     logLine("stopped")
+}
+
+/// The URL as it may be logged: a password in it becomes `***`.
+func redactingPassword(_ url: String) -> String {
+    guard var components = URLComponents(string: url), components.password != nil else { return url }
+    components.password = "***"
+    return components.string ?? url
 }
 
 func readFile(_ path: String) throws -> [UInt8] {

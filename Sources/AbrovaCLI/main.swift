@@ -8,17 +8,20 @@ let usage = """
     usage: abrova <command> [options]
 
       demo    the shopping-cart story: a temporary server, two devices offline, the merged cart
-      serve   the sync server on the embedded SQLite store
+      serve   the sync server on the embedded SQLite store, or on PostgreSQL
 
     `abrova <command> --help` describes each.
     """
 
 let serveUsage = """
-    usage: abrova serve [--port N] [--database PATH] [--rules FILE] [--auth FILE]
-                        [--threads N] [--retention-days N] [--loopback]
+    usage: abrova serve [--port N] [--database PATH | --postgres URL [--connections N]]
+                        [--rules FILE] [--auth FILE] [--threads N] [--retention-days N] [--loopback]
 
       --port N            port to listen on (default 8080; 0 picks a free one)
       --database PATH     the SQLite database, created when missing (default ./abrova.sqlite)
+      --postgres URL      a PostgreSQL database instead (postgresql://user:password@host/db);
+                          any number of servers may share it; the schema is made at start
+      --connections N     PostgreSQL connections this server opens at most (default 8)
       --rules FILE        security rules (Spec/protocol.md, "Security rules"); default owner-only
       --auth FILE         API keys and tokens; without it, development mode (any API key; a
                           bearer token is its user's id)
@@ -70,6 +73,10 @@ while !arguments.isEmpty {
         guard let port = UInt16(value) else { fail("--port takes a number from 0 to 65535") }
         options.port = port
     case "--database": options.databasePath = value
+    case "--postgres": options.postgresURL = value
+    case "--connections":
+        guard let connections = Int(value), connections > 0 else { fail("--connections takes a positive number") }
+        options.postgresConnections = connections
     case "--rules": options.rulesPath = value
     case "--auth": options.authPath = value
     case "--threads":
@@ -82,6 +89,9 @@ while !arguments.isEmpty {
     }
 }
 
+if options.postgresURL != nil && CommandLine.arguments.contains("--database") {
+    fail("--database and --postgres name two stores; give one")
+}
 do {
     try runServer(options)
 } catch {

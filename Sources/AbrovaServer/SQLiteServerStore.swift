@@ -181,10 +181,21 @@ private struct SQLiteServerTransaction: ServerTransaction {
     }
 }
 
-/// A server store that cannot be used: a file of a newer schema, or not a server store.
+/// A server store that cannot be used: a file of a newer schema, not a server store, or a
+/// database that cannot be reached.
 public struct ServerStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What is wrong.
     public let message: String
-    init(_ message: String) { self.message = message }
+    /// Whether the database could not be reached: nothing was done, or the outcome is unknown, and
+    /// the same request may succeed later (answered 503, not 500).
+    public let isUnavailable: Bool
+    init(_ message: String) {
+        self.message = message
+        isUnavailable = false
+    }
+    init(unavailable message: String) {
+        self.message = message
+        isUnavailable = true
+    }
     public var description: String { message }
 }

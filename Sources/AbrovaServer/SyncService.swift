@@ -240,6 +240,9 @@ public final class SyncService: Sendable {
             return try body()
         } catch let error as RequestError {
             throw error
+        } catch let error as ServerStoreError where error.isUnavailable {
+            log("store unavailable: \(error)")
+            throw RequestError(statusCode: 503, message: "the server's database cannot be reached; try again later")
         } catch {
             log("store failure: \(error)")
             throw RequestError(statusCode: 500, message: "the server's store failed; try again later")

@@ -1,0 +1,237 @@
+import AbrovaCore
+import AbrovaPostgres
+import Foundation
+
+/// The server's store on PostgreSQL, for several server processes on one database.
+///
+/// Semantics are the SQLite store's (Spec/storage.md): a batch in one transaction with its dedupe
+/// record, versions from one counter, tombstones with a horizon, pulls in version order. Write
+/// transactions hold one transaction-scoped advisory lock from their first statement to their
+/// commit, across every process on the database, so versions are taken and become visible in
+/// commit order: a puller that has seen version `v` has seen every version below it. Reads take no
+/// lock. Connections come from a pool; one lost to a restart is replaced, and the call is retried
+/// once on a new connection (a write may be retried because its dedupe record commits with it).
+public final class PostgresServerStore: ServerStore, Sendable {
+    private let pool: PostgresPool
+
+    /// The schema version this code writes, kept in `abrova_meta`.
+    static let schemaVersion: Int64 = 1
+    /// The advisory lock every write transaction holds (any number unlikely to be used by others).
+    static let writeLock: Int64 = 0x4162_726F_7661_0001
+    /// The advisory lock taken while the schema is created, so processes starting together agree.
+    static let schemaLock: Int64 = 0x4162_726F_7661_0002
+
+    /// Connects to the database `url` names and creates or checks the schema.
+    ///
+    /// - Parameter maximumConnections: how many connections this process opens at most.
+    /// - Throws: `ServerStoreError` for a database of a newer schema or one that cannot be reached.
+    public init(url: String, maximumConnections: Int = 8) throws {
+        pool = PostgresPool(url: url, maximumConnections: maximumConnections)
+        try retryingOnce { try pool.withConnection(Self.migrate) }
+    }
+
+    private static func migrate(_ connection: PostgresConnection) throws {
+        try connection.transaction { connection in
+            try connection.run(PostgresStatement("lock_schema", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer]),
+                               [.integer(schemaLock)])
+            try connection.execute("""
+                CREATE TABLE IF NOT EXISTS abrova_meta (key text PRIMARY KEY, number bigint, bytes bytea);
+                CREATE SEQUENCE IF NOT EXISTS abrova_versions;
+                CREATE TABLE IF NOT EXISTS abrova_documents (
+                    collection text NOT NULL,
+                    id text NOT NULL,
+                    owner text NOT NULL,
+                    version bigint NOT NULL UNIQUE,
+                    deleted_at double precision,
+                    state bytea NOT NULL,
+                    PRIMARY KEY (collection, id)
+                );
+                CREATE INDEX IF NOT EXISTS abrova_tombstones_by_time ON abrova_documents (deleted_at) WHERE deleted_at IS NOT NULL;
+                CREATE TABLE IF NOT EXISTS abrova_clients (
+                    client_id text PRIMARY KEY,
+                    user_id text NOT NULL,
+                    sequence bigint NOT NULL,
+                    digest bytea NOT NULL,
+                    answer bytea NOT NULL
+                );
+                """)
+            let found = try connection.run(PostgresStatement("schema_version", "SELECT number FROM abrova_meta WHERE key = 'schema'"))
+            if found.count > 0 {
+                let version = found.integer(0, 0)
+                if version > schemaVersion {
+                    throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
+                }
+                return
+            }
+            var key = [UInt8](repeating: 0, count: 32)
+            var generator = SystemRandomNumberGenerator()
+            for index in key.indices { key[index] = UInt8.random(in: 0...255, using: &generator) }
+            try connection.run(PostgresStatement("create_meta", """
+                INSERT INTO abrova_meta (key, number, bytes) VALUES ('schema', $1, NULL), ('horizon', 0, NULL), ('cursor_key', NULL, $2)
+                """, parameters: [.integer, .bytes]), [.integer(schemaVersion), .bytes(key)])
+        }
+    }
+
+    public func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result {
+        try retryingOnce {
+            try pool.withConnection { connection in
+                try connection.transaction { connection in
+                    try connection.run(Statements.lockWrites, [.integer(Self.writeLock)])
+                    return try body(PostgresServerTransaction(connection: connection))
+                }
+            }
+        }
+    }
+
+    public func document(_ key: DocumentKey) throws -> StoredDocument? {
+        try retryingOnce { try pool.withConnection { try Self.document(key, on: $0) } }
+    }
+
+    public func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
+        try retryingOnce {
+            try pool.withConnection { connection in
+                let after = PostgresValue.integer(Int64(bitPattern: version.rawValue))
+                let rows = if let collections {
+                    try connection.run(Statements.changesIn, [after, .integer(Int64(limit)), .texts(collections)])
+                } else {
+                    try connection.run(Statements.changes, [after, .integer(Int64(limit))])
+                }
+                return try (0..<rows.count).map { try Self.storedDocument(rows, $0) }
+            }
+        }
+    }
+
+    public func purgeTombstones(deletedBefore time: Date) throws -> Version {
+        try retryingOnce {
+            try pool.withConnection { connection in
+                try connection.transaction { connection in
+                    try connection.run(Statements.lockWrites, [.integer(Self.writeLock)])
+                    let cutoff = PostgresValue.real(time.timeIntervalSince1970)
+                    let purged = try connection.run(Statements.newestTombstoneBefore, [cutoff])
+                    if purged.count > 0 && !purged.isNull(0, 0) {
+                        try connection.run(Statements.deleteTombstonesBefore, [cutoff])
+                        try connection.run(Statements.raiseHorizon, [.integer(purged.integer(0, 0))])
+                    }
+                    return try Self.horizon(on: connection)
+                }
+            }
+        }
+    }
+
+    public func tombstoneHorizon() throws -> Version {
+        try retryingOnce { try pool.withConnection(Self.horizon) }
+    }
+
+    public func cursorKey() throws -> [UInt8] {
+        try retryingOnce {
+            try pool.withConnection { connection in
+                let rows = try connection.run(Statements.cursorKey)
+                return rows.count > 0 ? rows.bytes(0, 0) : []
+            }
+        }
+    }
+
+    /// Runs `body`, and once more when the connection was lost (the pool has dropped it, so the
+    /// second try opens a new one). Either try that cannot reach the database fails as
+    /// unavailable, which the service answers with 503.
+    private func retryingOnce<Result>(_ body: () throws -> Result) throws -> Result {
+        do {
+            return try body()
+        } catch let error as PostgresError where error.isConnectionLost {
+            do {
+                return try body()
+            } catch let error as PostgresError where error.isConnectionLost {
+                throw ServerStoreError(unavailable: "the database cannot be reached: \(error)")
+            }
+        }
+    }
+
+    private static func horizon(on connection: PostgresConnection) throws -> Version {
+        let rows = try connection.run(Statements.horizon)
+        return Version(UInt64(bitPattern: rows.count > 0 ? rows.integer(0, 0) : 0))
+    }
+
+    static func document(_ key: DocumentKey, on connection: PostgresConnection) throws -> StoredDocument? {
+        let rows = try connection.run(Statements.document, [.text(key.collection), .text(key.id)])
+        return rows.count == 0 ? nil : try storedDocument(rows, 0)
+    }
+
+    private static func storedDocument(_ rows: PostgresRows, _ row: Int) throws -> StoredDocument {
+        let state = try DocumentState(encoded: try Value(json: rows.bytes(row, 4), maximumDepth: ValueLimits.maximumEncodedDepth))
+        return StoredDocument(key: DocumentKey(collection: rows.text(row, 0), id: rows.text(row, 1)), owner: rows.text(row, 2),
+                              version: Version(UInt64(bitPattern: rows.integer(row, 3))), state: state)
+    }
+}
+
+/// The store's statements, prepared on each connection on first use.
+private enum Statements {
+    static let lockWrites = PostgresStatement("lock_writes", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
+    static let document = PostgresStatement("document", """
+        SELECT collection, id, owner, version, state FROM abrova_documents WHERE collection = $1 AND id = $2
+        """, parameters: [.text, .text])
+    static let changes = PostgresStatement("changes", """
+        SELECT collection, id, owner, version, state FROM abrova_documents WHERE version > $1 ORDER BY version LIMIT $2
+        """, parameters: [.integer, .integer])
+    static let changesIn = PostgresStatement("changes_in", """
+        SELECT collection, id, owner, version, state FROM abrova_documents
+        WHERE version > $1 AND collection = ANY($3) ORDER BY version LIMIT $2
+        """, parameters: [.integer, .integer, .texts])
+    static let nextVersion = PostgresStatement("next_version", "SELECT nextval('abrova_versions')")
+    static let saveDocument = PostgresStatement("save_document", """
+        INSERT INTO abrova_documents (collection, id, owner, version, deleted_at, state) VALUES ($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (collection, id) DO UPDATE SET owner = $3, version = $4, deleted_at = $5, state = $6
+        """, parameters: [.text, .text, .text, .integer, .real, .bytes])
+    static let client = PostgresStatement("client", """
+        SELECT user_id, sequence, digest, answer FROM abrova_clients WHERE client_id = $1
+        """, parameters: [.text])
+    static let saveClient = PostgresStatement("save_client", """
+        INSERT INTO abrova_clients (client_id, user_id, sequence, digest, answer) VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT (client_id) DO UPDATE SET sequence = $3, digest = $4, answer = $5
+        """, parameters: [.text, .text, .integer, .bytes, .bytes])
+    static let newestTombstoneBefore = PostgresStatement("newest_tombstone_before", """
+        SELECT max(version) FROM abrova_documents WHERE deleted_at < $1
+        """, parameters: [.real])
+    static let deleteTombstonesBefore = PostgresStatement("delete_tombstones_before", """
+        DELETE FROM abrova_documents WHERE deleted_at < $1
+        """, parameters: [.real])
+    static let raiseHorizon = PostgresStatement("raise_horizon", """
+        UPDATE abrova_meta SET number = greatest(number, $1) WHERE key = 'horizon'
+        """, parameters: [.integer])
+    static let horizon = PostgresStatement("horizon", "SELECT number FROM abrova_meta WHERE key = 'horizon'")
+    static let cursorKey = PostgresStatement("cursor_key", "SELECT bytes FROM abrova_meta WHERE key = 'cursor_key'")
+}
+
+/// A write transaction on one connection, under the write lock.
+private struct PostgresServerTransaction: ServerTransaction {
+    let connection: PostgresConnection
+
+    func client(_ clientID: String) throws -> ClientRecord? {
+        let rows = try connection.run(Statements.client, [.text(clientID)])
+        guard rows.count > 0 else { return nil }
+        return ClientRecord(clientID: clientID, userID: rows.text(0, 0), sequence: rows.integer(0, 1), digest: rows.bytes(0, 2),
+                            answer: rows.bytes(0, 3))
+    }
+
+    func saveClient(_ record: ClientRecord) throws {
+        try connection.run(Statements.saveClient, [.text(record.clientID), .text(record.userID), .integer(record.sequence),
+                                                   .bytes(record.digest), .bytes(record.answer)])
+    }
+
+    func document(_ key: DocumentKey) throws -> StoredDocument? {
+        try PostgresServerStore.document(key, on: connection)
+    }
+
+    func nextVersion() throws -> Version {
+        Version(UInt64(bitPattern: try connection.run(Statements.nextVersion).integer(0, 0)))
+    }
+
+    func saveDocument(_ document: StoredDocument, at time: Date) throws {
+        var state: [UInt8] = []
+        document.state.writeEncoded(to: &state)
+        try connection.run(Statements.saveDocument, [
+            .text(document.key.collection), .text(document.key.id), .text(document.owner),
+            .integer(Int64(bitPattern: document.version.rawValue)),
+            document.state.exists ? .null : .real(time.timeIntervalSince1970), .bytes(state),
+        ])
+    }
+}
