@@ -92,7 +92,8 @@ func compare(operations: Int, repetitions: Int, ours: () -> Void, baseline: () -
 }
 
 func formatRate(_ rate: Double, _ unit: String) -> String {
-    rate >= 1e6 ? String(format: "%.2fM %@/s", rate / 1e6, unit) : String(format: "%.0fk %@/s", rate / 1e3, unit)
+    rate >= 1e6 ? String(format: "%.2fM %@/s", rate / 1e6, unit)
+        : String(format: rate >= 1e4 ? "%.0fk %@/s" : "%.1fk %@/s", rate / 1e3, unit)
 }
 
 /// Keeps a value alive so that the optimizer cannot drop the work that made it.

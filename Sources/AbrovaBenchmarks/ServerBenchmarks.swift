@@ -27,13 +27,20 @@ struct ServerBenchmarks {
             }
             if options.runs("server-tuning") { try measureTuning() }
             if options.runs("server-pull") { try measurePull(into: &report) }
+            if options.runs("server-processes") {
+                #if os(Linux)
+                try ProcessBenchmarks(options: options).run(into: &report)
+                #else
+                print("push by server processes: skipped, Linux only (the servers run under GNU timeout)")
+                #endif
+            }
         } catch {
             print("server benchmarks failed: \(error)")
         }
     }
 
     /// A 10-field document of about 200 bytes.
-    private func document(_ index: Int) -> [String: Value] {
+    static func document(_ index: Int) -> [String: Value] {
         [
             "title": .string("Item number \(index)"), "qty": .int(Int64(index % 7)), "price": .double(Double(index % 100) / 4),
             "done": .bool(index % 2 == 0), "owner": "ana", "list": .string("list-\(index % 20)"), "note": "bring the bags",
@@ -66,7 +73,18 @@ struct ServerBenchmarks {
         let server = try OurServer(path: folder.path("server.sqlite"))
         defer { server.stop() }
         let perClient = operations / clients
-        let requests: [[PushRequest]] = try (0..<clients).map { client in
+        let requests = try Self.pushRequests(clients: clients, perClient: perClient, batchSize: batchSize)
+        let port = server.port
+        let elapsed = try runConcurrently(clients) { client in
+            try Self.push(requests[client], as: client, on: RawHTTPConnection(port: port), level: level)
+        }
+        return Double(perClient * clients) / seconds(elapsed)
+    }
+
+    /// The batches of `clients` clients, each of `perClient` creates of its own documents, as the
+    /// SDK queues them: client `c` is `client-c` and creates `i(c × perClient)` onwards.
+    static func pushRequests(clients: Int, perClient: Int, batchSize: Int) throws -> [[PushRequest]] {
+        try (0..<clients).map { client in
             let changes = try (0..<perClient).map { offset in
                 let index = client * perClient + offset
                 return BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"),
@@ -77,27 +95,29 @@ struct ServerBenchmarks {
                                          changes: Array(changes[start..<min(start + batchSize, changes.count)])), strategy: .merge)
             }
         }
-        let port = server.port
-        let elapsed = try runConcurrently(clients) { client in
-            let connection = try RawHTTPConnection(port: port)
-            for request in requests[client] {
-                var body = request.body
-                var head = "POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: bench\r\nAuthorization: Bearer user-\(client)\r\n"
-                if level > 0 {
-                    body = try Zstd.compress(body, level: level)
-                    head += "Content-Encoding: zstd\r\nAccept-Encoding: zstd\r\n"
-                }
-                try connection.send(Array((head + "Content-Length: \(body.count)\r\n\r\n").utf8) + body)
-                let response = try connection.readResponse()
-                let answer = response.headers["content-encoding"] == "zstd" ? try Zstd.decompress(response.body, limit: 64 << 20) : response.body
-                let results = try PushResponse(body: answer).results
-                guard response.status == 200, results.count == request.batch.changes.count,
-                      results.allSatisfy({ if case .applied = $0 { true } else { false } }) else {
-                    throw BenchmarkFailure("push answered \(response.status)")
-                }
+    }
+
+    /// Pushes `requests` one after another on `connection` as the SDK does (as user `user-client`,
+    /// compressed at `level`, 0 for identity) and checks that every change was applied.
+    static func push(_ requests: [PushRequest], as client: Int, on connection: RawHTTPConnection, level: Int32) throws {
+        for request in requests {
+            var body = request.body
+            var head = "POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: bench\r\nAuthorization: Bearer user-\(client)\r\n"
+            if level > 0 {
+                body = try Zstd.compress(body, level: level)
+                head += "Content-Encoding: zstd\r\nAccept-Encoding: zstd\r\n"
+            }
+            try connection.send(Array((head + "Content-Length: \(body.count)\r\n\r\n").utf8) + body)
+            let response = try connection.readResponse()
+            let answer = response.headers["content-encoding"] == "zstd" ? try Zstd.decompress(response.body, limit: 64 << 20) : response.body
+            guard response.status == 200 else {
+                throw BenchmarkFailure("push answered \(response.status): \(String(decoding: answer, as: UTF8.self))")
+            }
+            let results = try PushResponse(body: answer).results
+            guard results.count == request.batch.changes.count, results.allSatisfy({ if case .applied = $0 { true } else { false } }) else {
+                throw BenchmarkFailure("push applied \(results.filter { if case .applied = $0 { true } else { false } }.count) of \(request.batch.changes.count) changes")
             }
         }
-        return Double(perClient * clients) / seconds(elapsed)
     }
 
     /// Operations per second of the baseline: each create its own request, with its own
@@ -112,7 +132,7 @@ struct ServerBenchmarks {
             let connection = try RawHTTPConnection(port: port)
             for offset in 0..<perClient {
                 let index = client * perClient + offset
-                let body = Array(Value.map(["entityId": .string("i\(index)"), "op": "upsert", "payload": .map(document(index)),
+                let body = Array(Value.map(["entityId": .string("i\(index)"), "op": "upsert", "payload": .map(Self.document(index)),
                                             "baseVersion": 0]).canonicalJSON.utf8)
                 let head = "POST /ops HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nIdempotency-Key: \(UUID().uuidString)\r\nContent-Length: \(body.count)\r\n\r\n"
                 try connection.send(Array(head.utf8) + body)
@@ -145,7 +165,7 @@ struct ServerBenchmarks {
 
     private func requestBytesPerOperation(batchSize: Int, level: Int32) throws -> Double {
         let changes = try (0..<batchSize).map { index in
-            BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"), delta: try DocumentDelta.create(document(index), base: .zero), writes: 1)
+            BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"), delta: try DocumentDelta.create(Self.document(index), base: .zero), writes: 1)
         }
         let body = PushRequest(batch: Batch(clientID: "client", sequence: 1, changes: changes), strategy: .merge).body
         return Double(level > 0 ? try Zstd.compress(body, level: level).count : body.count) / Double(batchSize)
@@ -167,13 +187,13 @@ struct ServerBenchmarks {
         let loader = try RawHTTPConnection(port: ours.port)
         for (number, start) in stride(from: 0, to: count, by: 1_000).enumerated() {
             let changes = try (start..<start + 1_000).map { index in
-                BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"), delta: try DocumentDelta.create(document(index), base: .zero), writes: 1)
+                BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"), delta: try DocumentDelta.create(Self.document(index), base: .zero), writes: 1)
             }
             let body = PushRequest(batch: Batch(clientID: "loader", sequence: Int64(number + 1), changes: changes), strategy: .merge).body
             try loader.send(Array("POST /v1/push HTTP/1.1\r\nHost: x\r\nX-API-Key: bench\r\nAuthorization: Bearer reader\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body)
             guard try loader.readResponse().status == 200 else { throw BenchmarkFailure("loading failed") }
         }
-        try baseline.preload((0..<count).map { ("i\($0)", Value.map(document($0)).canonicalJSON) })
+        try baseline.preload((0..<count).map { ("i\($0)", Value.map(Self.document($0)).canonicalJSON) })
 
         let rates = compare(operations: count, repetitions: options.isQuick ? 3 : 5, ours: {
             do {
@@ -237,7 +257,7 @@ struct BenchmarkFailure: Error, CustomStringConvertible {
 
 /// Runs `body` for each client on its own thread (the clients block on their sockets) and
 /// returns the wall time until all are done.
-private func runConcurrently(_ clients: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws -> Duration {
+func runConcurrently(_ clients: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws -> Duration {
     let group = DispatchGroup()
     let failure = Mutex<String?>(nil)
     let start = ContinuousClock.now
