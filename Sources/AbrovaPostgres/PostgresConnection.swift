@@ -13,6 +13,9 @@ public enum PostgresValue: Hashable, Sendable {
     case bytes([UInt8])
     /// `text[]`.
     case texts([String])
+    /// A one-dimensional array of `bigint`, `double precision`, `text` or `bytea` values (NULL
+    /// elements allowed), sent in binary: for `unnest` over a batch of rows in one statement.
+    case array(PostgresStatement.ParameterType, [PostgresValue])
 }
 
 /// A statement prepared once per connection, by name, on its first use there.
@@ -24,6 +27,9 @@ public struct PostgresStatement: Hashable, Sendable {
         case bytes = 17
         case real = 701
         case texts = 1009
+        case integers = 1016
+        case reals = 1022
+        case byteses = 1001
     }
 
     let name: String
@@ -166,6 +172,8 @@ private struct BoundParameters {
                 buffer.append(contentsOf: text.utf8)
             case .bytes(let bytes):
                 buffer.append(contentsOf: bytes)
+            case .array(let elementType, let elements):
+                Self.appendArray(of: elementType, elements, to: &buffer)
             case .texts(let texts):
                 // Text format: an array literal with every element quoted.
                 format = 0
@@ -178,6 +186,39 @@ private struct BoundParameters {
             offsets.append(start)
             lengths.append(Int32(buffer.count - start))
             formats.append(format)
+        }
+    }
+
+    /// PostgreSQL's binary array form: dimensions, flags, element type, length and lower bound,
+    /// then each element as a length (-1 for NULL) and its binary form.
+    private static func appendArray(of elementType: PostgresStatement.ParameterType, _ elements: [PostgresValue],
+                                    to buffer: inout [UInt8]) {
+        func append(_ number: Int32) { withUnsafeBytes(of: number.bigEndian) { buffer.append(contentsOf: $0) } }
+        let hasNull = elements.contains(.null)
+        append(1)
+        append(hasNull ? 1 : 0)
+        append(Int32(bitPattern: elementType.rawValue))
+        append(Int32(elements.count))
+        append(1)
+        for element in elements {
+            switch element {
+            case .null:
+                append(-1)
+            case .integer(let number):
+                append(8)
+                withUnsafeBytes(of: number.bigEndian) { buffer.append(contentsOf: $0) }
+            case .real(let number):
+                append(8)
+                withUnsafeBytes(of: number.bitPattern.bigEndian) { buffer.append(contentsOf: $0) }
+            case .text(let text):
+                append(Int32(text.utf8.count))
+                buffer.append(contentsOf: text.utf8)
+            case .bytes(let bytes):
+                append(Int32(bytes.count))
+                buffer.append(contentsOf: bytes)
+            case .texts, .array:
+                preconditionFailure("arrays hold scalar values")
+            }
         }
     }
 

@@ -77,7 +77,10 @@ public final class PostgresServerStore: ServerStore, Sendable {
             try pool.withConnection { connection in
                 try connection.transaction { connection in
                     try connection.run(Statements.lockWrites, [.integer(Self.writeLock)])
-                    return try body(PostgresServerTransaction(connection: connection))
+                    let transaction = PostgresServerTransaction(connection: connection)
+                    let result = try body(transaction)
+                    try transaction.flush()
+                    return result
                 }
             }
         }
@@ -156,7 +159,7 @@ public final class PostgresServerStore: ServerStore, Sendable {
         return rows.count == 0 ? nil : try storedDocument(rows, 0)
     }
 
-    private static func storedDocument(_ rows: PostgresRows, _ row: Int) throws -> StoredDocument {
+    static func storedDocument(_ rows: PostgresRows, _ row: Int) throws -> StoredDocument {
         let state = try DocumentState(encoded: try Value(json: rows.bytes(row, 4), maximumDepth: ValueLimits.maximumEncodedDepth))
         return StoredDocument(key: DocumentKey(collection: rows.text(row, 0), id: rows.text(row, 1)), owner: rows.text(row, 2),
                               version: Version(UInt64(bitPattern: rows.integer(row, 3))), state: state)
@@ -177,10 +180,18 @@ private enum Statements {
         WHERE version > $1 AND collection = ANY($3) ORDER BY version LIMIT $2
         """, parameters: [.integer, .integer, .texts])
     static let nextVersion = PostgresStatement("next_version", "SELECT nextval('abrova_versions')")
-    static let saveDocument = PostgresStatement("save_document", """
-        INSERT INTO abrova_documents (collection, id, owner, version, deleted_at, state) VALUES ($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (collection, id) DO UPDATE SET owner = $3, version = $4, deleted_at = $5, state = $6
-        """, parameters: [.text, .text, .text, .integer, .real, .bytes])
+    static let documents = PostgresStatement("documents", """
+        SELECT d.collection, d.id, d.owner, d.version, d.state
+        FROM abrova_documents d JOIN unnest($1, $2) AS k (collection, id) ON d.collection = k.collection AND d.id = k.id
+        """, parameters: [.texts, .texts])
+    static let nextVersions = PostgresStatement("next_versions", "SELECT nextval('abrova_versions') FROM generate_series(1, $1)",
+                                                parameters: [.integer])
+    static let saveDocuments = PostgresStatement("save_documents", """
+        INSERT INTO abrova_documents (collection, id, owner, version, deleted_at, state)
+        SELECT * FROM unnest($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (collection, id) DO UPDATE
+        SET owner = excluded.owner, version = excluded.version, deleted_at = excluded.deleted_at, state = excluded.state
+        """, parameters: [.texts, .texts, .texts, .integers, .reals, .byteses])
     static let client = PostgresStatement("client", """
         SELECT user_id, sequence, digest, answer FROM abrova_clients WHERE client_id = $1
         """, parameters: [.text])
@@ -202,8 +213,22 @@ private enum Statements {
 }
 
 /// A write transaction on one connection, under the write lock.
-private struct PostgresServerTransaction: ServerTransaction {
+///
+/// Round trips are what a write transaction costs here, and other processes wait for the lock
+/// meanwhile; so a batch reads its documents and takes its versions in one statement each
+/// (`prepare(for:)`), and its writes wait in memory and go in one statement before the commit.
+private final class PostgresServerTransaction: ServerTransaction {
     let connection: PostgresConnection
+    /// Documents read or written in this transaction (`nil`: known not to exist).
+    private var documents: [DocumentKey: StoredDocument?] = [:]
+    /// Writes not yet sent, by document (a document written twice is sent once, as last written).
+    private var unsaved: [DocumentKey: (document: StoredDocument, deletedAt: Date?)] = [:]
+    /// Versions taken from the sequence and not yet handed out, smallest last.
+    private var versions: [Version] = []
+
+    init(connection: PostgresConnection) {
+        self.connection = connection
+    }
 
     func client(_ clientID: String) throws -> ClientRecord? {
         let rows = try connection.run(Statements.client, [.text(clientID)])
@@ -217,21 +242,58 @@ private struct PostgresServerTransaction: ServerTransaction {
                                                    .bytes(record.digest), .bytes(record.answer)])
     }
 
+    func prepare(for keys: [DocumentKey]) throws {
+        let unknown = Array(Set(keys.filter { documents[$0] == nil }))
+        if !unknown.isEmpty {
+            let rows = try connection.run(Statements.documents, [.array(.text, unknown.map { .text($0.collection) }),
+                                                                 .array(.text, unknown.map { .text($0.id) })])
+            for key in unknown { documents[key] = .some(nil) }
+            for row in 0..<rows.count {
+                let document = try PostgresServerStore.storedDocument(rows, row)
+                documents[document.key] = document
+            }
+        }
+        let needed = keys.count - versions.count
+        if needed > 0 {
+            let rows = try connection.run(Statements.nextVersions, [.integer(Int64(needed))])
+            let taken = (0..<rows.count).map { Version(UInt64(bitPattern: rows.integer($0, 0))) }
+            versions = (versions + taken).sorted(by: >)
+        }
+    }
+
     func document(_ key: DocumentKey) throws -> StoredDocument? {
-        try PostgresServerStore.document(key, on: connection)
+        if let known = documents[key] { return known }
+        let document = try PostgresServerStore.document(key, on: connection)
+        documents[key] = document
+        return document
     }
 
     func nextVersion() throws -> Version {
-        Version(UInt64(bitPattern: try connection.run(Statements.nextVersion).integer(0, 0)))
+        if let version = versions.popLast() { return version }
+        return Version(UInt64(bitPattern: try connection.run(Statements.nextVersion).integer(0, 0)))
     }
 
     func saveDocument(_ document: StoredDocument, at time: Date) throws {
-        var state: [UInt8] = []
-        document.state.writeEncoded(to: &state)
-        try connection.run(Statements.saveDocument, [
-            .text(document.key.collection), .text(document.key.id), .text(document.owner),
-            .integer(Int64(bitPattern: document.version.rawValue)),
-            document.state.exists ? .null : .real(time.timeIntervalSince1970), .bytes(state),
+        documents[document.key] = document
+        unsaved[document.key] = (document, document.state.exists ? nil : time)
+    }
+
+    /// Sends the writes, in one statement.
+    func flush() throws {
+        guard !unsaved.isEmpty else { return }
+        let rows = Array(unsaved.values)
+        unsaved = [:]
+        try connection.run(Statements.saveDocuments, [
+            .array(.text, rows.map { .text($0.document.key.collection) }),
+            .array(.text, rows.map { .text($0.document.key.id) }),
+            .array(.text, rows.map { .text($0.document.owner) }),
+            .array(.integer, rows.map { .integer(Int64(bitPattern: $0.document.version.rawValue)) }),
+            .array(.real, rows.map { row in row.deletedAt.map { .real($0.timeIntervalSince1970) } ?? .null }),
+            .array(.bytes, rows.map { row in
+                var state: [UInt8] = []
+                row.document.state.writeEncoded(to: &state)
+                return .bytes(state)
+            }),
         ])
     }
 }

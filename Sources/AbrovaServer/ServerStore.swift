@@ -39,6 +39,14 @@ public protocol ServerTransaction {
     /// Writes a document; `time` is the server's clock, kept for a deleted document so that its
     /// tombstone can expire.
     func saveDocument(_ document: StoredDocument, at time: Date) throws
+    /// Says which documents the batch will read and write, and so how many versions it will
+    /// take (one a change), before it starts: a store across a network reads them all at once.
+    func prepare(for keys: [DocumentKey]) throws
+}
+
+extension ServerTransaction {
+    /// Nothing to prepare: an embedded store reads a document as cheaply alone as in a batch.
+    public func prepare(for keys: [DocumentKey]) throws {}
 }
 
 /// Where the server keeps documents, client records and the version counter.

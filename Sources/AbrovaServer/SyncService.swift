@@ -98,6 +98,7 @@ public final class SyncService: Sendable {
                         throw RequestError(statusCode: 409, message: "batch \(batch.sequence) is older than batch \(record.sequence), the last this client sent")
                     }
                 }
+                try transaction.prepare(for: batch.changes.map(\.key))
                 var results: [ChangeResult] = []
                 results.reserveCapacity(batch.changes.count)
                 for change in batch.changes {
