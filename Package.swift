@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaHTTP", "AbrovaTestSupport"]),
-        .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
         // The SDK against the real server on loopback (LiveSyncServer) and scripted servers.
         .testTarget(name: "AbrovaSyncTests", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),

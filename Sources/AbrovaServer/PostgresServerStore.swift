@@ -7,18 +7,20 @@ import Foundation
 /// Semantics are the SQLite store's (Spec/storage.md): a batch in one transaction with its dedupe
 /// record, versions from one counter, tombstones with a horizon, pulls in version order. Write
 /// transactions hold one transaction-scoped advisory lock from their first statement to their
-/// commit, across every process on the database, so versions are taken and become visible in
-/// commit order: a puller that has seen version `v` has seen every version below it. Reads take no
-/// lock. Connections come from a pool; one lost to a restart is replaced, and the call is retried
-/// once on a new connection (a write may be retried because its dedupe record commits with it).
+/// commit, across every process on the database (one lock per schema), so versions are taken and
+/// become visible in commit order: a puller that has seen version `v` has seen every version below
+/// it. Reads take no lock. Connections come from a pool; one lost to a restart is replaced, and the
+/// call is retried once on a new connection (a write may be retried because its dedupe record
+/// commits with it).
 public final class PostgresServerStore: ServerStore, Sendable {
     private let pool: PostgresPool
+    /// The advisory lock every write transaction holds: one per schema, so servers on different
+    /// schemas of one database (several apps, parallel tests) never wait for each other.
+    private let writeLock: Int64
 
     /// The schema version this code writes, kept in `abrova_meta`.
     static let schemaVersion: Int64 = 1
-    /// The advisory lock every write transaction holds (any number unlikely to be used by others).
-    static let writeLock: Int64 = 0x4162_726F_7661_0001
-    /// The advisory lock taken while the schema is created, so processes starting together agree.
+    /// The advisory lock taken while the schema is checked or created, so processes starting together agree.
     static let schemaLock: Int64 = 0x4162_726F_7661_0002
 
     /// Connects to the database `url` names and creates or checks the schema.
@@ -26,18 +28,45 @@ public final class PostgresServerStore: ServerStore, Sendable {
     /// - Parameter maximumConnections: how many connections this process opens at most.
     /// - Throws: `ServerStoreError` for a database of a newer schema or one that cannot be reached.
     public init(url: String, maximumConnections: Int = 8) throws {
-        pool = PostgresPool(url: url, maximumConnections: maximumConnections)
-        try retryingOnce { try pool.withConnection(Self.migrate) }
+        let pool = PostgresPool(url: url, maximumConnections: maximumConnections)
+        let schema = try Self.retryingOnce { try pool.withConnection(Self.migrate) }
+        self.pool = pool
+        writeLock = Self.writeLock(forSchema: schema)
     }
 
-    private static func migrate(_ connection: PostgresConnection) throws {
+    /// The write lock of the tables in `schema`: a 64-bit FNV-1a hash of its name, the same in
+    /// every process.
+    static func writeLock(forSchema schema: String) -> Int64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in "abrova write lock: \(schema)".utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+        }
+        return Int64(bitPattern: hash)
+    }
+
+    /// Checks the schema, or creates it in the first schema of the search path when there is none;
+    /// returns the name of the schema that holds the tables.
+    ///
+    /// An existing schema is only read: DDL on it would wait for the writes in progress
+    /// (`CREATE INDEX IF NOT EXISTS` locks its table before it finds the index exists).
+    private static func migrate(_ connection: PostgresConnection) throws -> String {
         try connection.transaction { connection in
-            try connection.run(PostgresStatement("lock_schema", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer]),
-                               [.integer(schemaLock)])
+            try connection.run(Statements.lock, [.integer(schemaLock)])
+            if let schema = try tablesSchema(on: connection) {
+                let found = try connection.run(Statements.schemaVersion)
+                guard found.count > 0 else {
+                    throw ServerStoreError("the database has a table abrova_meta in schema \(schema) but is not an AbrovaSync server store")
+                }
+                let version = found.integer(0, 0)
+                if version > schemaVersion {
+                    throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
+                }
+                return schema
+            }
             try connection.execute("""
-                CREATE TABLE IF NOT EXISTS abrova_meta (key text PRIMARY KEY, number bigint, bytes bytea);
-                CREATE SEQUENCE IF NOT EXISTS abrova_versions;
-                CREATE TABLE IF NOT EXISTS abrova_documents (
+                CREATE TABLE abrova_meta (key text PRIMARY KEY, number bigint, bytes bytea);
+                CREATE SEQUENCE abrova_versions;
+                CREATE TABLE abrova_documents (
                     collection text NOT NULL,
                     id text NOT NULL,
                     owner text NOT NULL,
@@ -46,8 +75,8 @@ public final class PostgresServerStore: ServerStore, Sendable {
                     state bytea NOT NULL,
                     PRIMARY KEY (collection, id)
                 );
-                CREATE INDEX IF NOT EXISTS abrova_tombstones_by_time ON abrova_documents (deleted_at) WHERE deleted_at IS NOT NULL;
-                CREATE TABLE IF NOT EXISTS abrova_clients (
+                CREATE INDEX abrova_tombstones_by_time ON abrova_documents (deleted_at) WHERE deleted_at IS NOT NULL;
+                CREATE TABLE abrova_clients (
                     client_id text PRIMARY KEY,
                     user_id text NOT NULL,
                     sequence bigint NOT NULL,
@@ -55,28 +84,26 @@ public final class PostgresServerStore: ServerStore, Sendable {
                     answer bytea NOT NULL
                 );
                 """)
-            let found = try connection.run(PostgresStatement("schema_version", "SELECT number FROM abrova_meta WHERE key = 'schema'"))
-            if found.count > 0 {
-                let version = found.integer(0, 0)
-                if version > schemaVersion {
-                    throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
-                }
-                return
-            }
             var key = [UInt8](repeating: 0, count: 32)
             var generator = SystemRandomNumberGenerator()
             for index in key.indices { key[index] = UInt8.random(in: 0...255, using: &generator) }
-            try connection.run(PostgresStatement("create_meta", """
-                INSERT INTO abrova_meta (key, number, bytes) VALUES ('schema', $1, NULL), ('horizon', 0, NULL), ('cursor_key', NULL, $2)
-                """, parameters: [.integer, .bytes]), [.integer(schemaVersion), .bytes(key)])
+            try connection.run(Statements.createMeta, [.integer(schemaVersion), .bytes(key)])
+            // Created in the first schema of the search path, which finds it.
+            return try tablesSchema(on: connection) ?? ""
         }
+    }
+
+    /// The schema whose `abrova_meta` the search path finds, if any.
+    private static func tablesSchema(on connection: PostgresConnection) throws -> String? {
+        let rows = try connection.run(Statements.tablesSchema)
+        return rows.count > 0 ? rows.text(0, 0) : nil
     }
 
     public func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result {
         try retryingOnce {
             try pool.withConnection { connection in
                 try connection.transaction { connection in
-                    try connection.run(Statements.lockWrites, [.integer(Self.writeLock)])
+                    try connection.run(Statements.lock, [.integer(writeLock)])
                     let transaction = PostgresServerTransaction(connection: connection)
                     let result = try body(transaction)
                     try transaction.flush()
@@ -108,7 +135,7 @@ public final class PostgresServerStore: ServerStore, Sendable {
         try retryingOnce {
             try pool.withConnection { connection in
                 try connection.transaction { connection in
-                    try connection.run(Statements.lockWrites, [.integer(Self.writeLock)])
+                    try connection.run(Statements.lock, [.integer(writeLock)])
                     let cutoff = PostgresValue.real(time.timeIntervalSince1970)
                     let purged = try connection.run(Statements.newestTombstoneBefore, [cutoff])
                     if purged.count > 0 && !purged.isNull(0, 0) {
@@ -138,6 +165,10 @@ public final class PostgresServerStore: ServerStore, Sendable {
     /// second try opens a new one). Either try that cannot reach the database fails as
     /// unavailable, which the service answers with 503.
     private func retryingOnce<Result>(_ body: () throws -> Result) throws -> Result {
+        try Self.retryingOnce(body)
+    }
+
+    private static func retryingOnce<Result>(_ body: () throws -> Result) throws -> Result {
         do {
             return try body()
         } catch let error as PostgresError where error.isConnectionLost {
@@ -168,7 +199,15 @@ public final class PostgresServerStore: ServerStore, Sendable {
 
 /// The store's statements, prepared on each connection on first use.
 private enum Statements {
-    static let lockWrites = PostgresStatement("lock_writes", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
+    /// Takes a transaction-scoped advisory lock: the write lock, or the schema lock.
+    static let lock = PostgresStatement("lock", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
+    static let tablesSchema = PostgresStatement("tables_schema", """
+        SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('abrova_meta')
+        """)
+    static let schemaVersion = PostgresStatement("schema_version", "SELECT number FROM abrova_meta WHERE key = 'schema'")
+    static let createMeta = PostgresStatement("create_meta", """
+        INSERT INTO abrova_meta (key, number, bytes) VALUES ('schema', $1, NULL), ('horizon', 0, NULL), ('cursor_key', NULL, $2)
+        """, parameters: [.integer, .bytes])
     static let document = PostgresStatement("document", """
         SELECT collection, id, owner, version, state FROM abrova_documents WHERE collection = $1 AND id = $2
         """, parameters: [.text, .text])

@@ -7,16 +7,16 @@ import Dispatch
 import Foundation
 import Testing
 
-/// The sync server over real HTTP on loopback, on a fresh SQLite store, with a raw HTTP client.
+/// The sync server over real HTTP on loopback, on a fresh store of one kind, with a raw HTTP client.
 final class LiveServer: Sendable {
     let fixture: ServiceFixture
     let server: HTTPServer
     static let apiKey = "test-key"
 
-    init(rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), body: BodyLimits = BodyLimits(),
+    init(_ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), body: BodyLimits = BodyLimits(),
          http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
          afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
-        fixture = try ServiceFixture(rules: rules, limits: limits, afterPushCommit: afterPushCommit)
+        fixture = try ServiceFixture(kind, rules: rules, limits: limits, afterPushCommit: afterPushCommit)
         let authenticator = ConfiguredAuthenticator(apiKeys: [Self.apiKey], tokens: ["token-ana": "ana", "token-ben": "ben"])
         let handler = SyncHTTPHandler(service: fixture.service, authenticator: authenticator, limits: body)
         server = try HTTPServer(configuration: http) { handler.handle($0) }
@@ -66,9 +66,10 @@ extension RawHTTPConnection.Response {
 @Suite struct HTTPServiceTests {
     let cart = DocumentKey(collection: "carts", id: "c1")
 
-    @Test func aCommitAnswered500IsRetriedAndTheChangeExistsExactlyOnce() throws {
+    @Test(arguments: StoreKind.available)
+    func aCommitAnswered500IsRetriedAndTheChangeExistsExactlyOnce(kind: StoreKind) throws {
         let failNext = Locked(true)
-        let live = try LiveServer(afterPushCommit: { _ in
+        let live = try LiveServer(kind, afterPushCommit: { _ in
             if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
         })
         let request = makeRequest([(cart, try .create(["items": ["milk"]], base: .zero)),
@@ -85,8 +86,9 @@ extension RawHTTPConnection.Response {
         #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(3))  // two changes, nothing more
     }
 
-    @Test func badInputIsAnswered4xxAndChangesNothing() throws {
-        let live = try LiveServer(limits: WireLimits(maximumChanges: 10),
+    @Test(arguments: StoreKind.available)
+    func badInputIsAnswered4xxAndChangesNothing(kind: StoreKind) throws {
+        let live = try LiveServer(kind, limits: WireLimits(maximumChanges: 10),
                                   body: BodyLimits(maximumDecompressedBytes: 1 << 20, maximumWindowLog: 22),
                                   http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 256 << 10, loopbackOnly: true))
         #expect(try live.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)).status == 200)
@@ -138,8 +140,9 @@ extension RawHTTPConnection.Response {
         #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(2))
     }
 
-    @Test func credentialsAreCheckedOnEveryRoute() throws {
-        let live = try LiveServer()
+    @Test(arguments: StoreKind.available)
+    func credentialsAreCheckedOnEveryRoute(kind: StoreKind) throws {
+        let live = try LiveServer(kind)
         #expect(try live.send("GET", "/v1/health", as: nil).status == 200)
         let noKey = try RawHTTPConnection(port: live.server.port)
         try noKey.send("GET /v1/pull HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-ana\r\n\r\n")
@@ -151,8 +154,9 @@ extension RawHTTPConnection.Response {
         #expect(try live.send("GET", "/v2/anything").status == 404)
     }
 
-    @Test func userBNeverReadsOrWritesUserAsPrivateDocuments() throws {
-        let live = try LiveServer()
+    @Test(arguments: StoreKind.available)
+    func userBNeverReadsOrWritesUserAsPrivateDocuments(kind: StoreKind) throws {
+        let live = try LiveServer(kind)
         let anasBatch = makeRequest([(cart, try .create(["secret": "ana's"], base: .zero))], client: "ana-phone", sequence: 1)
         #expect(try live.push(anasBatch).status == 200)
         #expect(try live.send("GET", "/v1/docs/carts/c1", as: "ben").status == 403)
@@ -173,8 +177,9 @@ extension RawHTTPConnection.Response {
         #expect(document.state.document == ["secret": "ana's"])
     }
 
-    @Test func bodiesTravelWithZstdBothWays() throws {
-        let live = try LiveServer()
+    @Test(arguments: StoreKind.available)
+    func bodiesTravelWithZstdBothWays(kind: StoreKind) throws {
+        let live = try LiveServer(kind)
         let items: [Value] = (0..<200).map { .string("item number \($0)") }
         let request = makeRequest([(cart, try .create(["items": .array(items)], base: .zero))], sequence: 1)
         let compressed = try Zstd.compress(request.body)
@@ -190,10 +195,11 @@ extension RawHTTPConnection.Response {
         #expect(try ServerDocument(body: plain.body).state.document == ["items": .array(items)])
     }
 
-    @Test func anOverloadedServerAnswers429WithRetryAfter() async throws {
+    @Test(arguments: StoreKind.available)
+    func anOverloadedServerAnswers429WithRetryAfter(kind: StoreKind) async throws {
         let gate = DispatchSemaphore(value: 0)
         let entered = Locked(false)
-        let live = try LiveServer(http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
+        let live = try LiveServer(kind, http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
                                   afterPushCommit: { _ in
                                       entered.update { $0 = true }
                                       _ = gate.wait(timeout: .now() + 30)  // a server thread, not a task's
@@ -208,8 +214,9 @@ extension RawHTTPConnection.Response {
         #expect(try await held.value.status == 200)
     }
 
-    @Test func concurrentPushersGetUniqueVersionsInCommitOrderAndAConcurrentPullerMissesNothing() async throws {
-        let live = try LiveServer()
+    @Test(arguments: StoreKind.available)
+    func concurrentPushersGetUniqueVersionsInCommitOrderAndAConcurrentPullerMissesNothing(kind: StoreKind) async throws {
+        let live = try LiveServer(kind)
         let shared = try (0..<3).map { (DocumentKey(collection: "carts", id: "shared\($0)"), try DocumentDelta.create(["title": "shared"], base: .zero)) }
         #expect(try live.push(makeRequest(shared, client: "creator", sequence: 1)).status == 200)
         let isQuiet = Locked(false)
@@ -237,6 +244,8 @@ extension RawHTTPConnection.Response {
             var lastVersion = Version.zero
             var rounds = 0
             while true {
+                // Read before the pull: only a pull sent after the last push was answered must see it.
+                let wasQuiet = isQuiet.value
                 let response = try live.send("GET", "/v1/pull?limit=2&cursor=\(cursor)")
                 let page = try PullResponse(body: response.body)
                 for document in page.documents {
@@ -247,7 +256,7 @@ extension RawHTTPConnection.Response {
                 cursor = page.cursor
                 rounds += 1
                 if !page.hasMore {
-                    if isQuiet.value { return (seen, rounds) }
+                    if wasQuiet { return (seen, rounds) }
                     Thread.sleep(forTimeInterval: 0.002)
                 }
             }

@@ -1,5 +1,7 @@
+import AbrovaCore
 import AbrovaServer
 import AbrovaTestSupport
+import Foundation
 import Testing
 
 /// The server stores that one suite runs against.
@@ -15,37 +17,74 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 }
 
 /// A fresh, empty store of one kind, with what keeps its database alive until it is released.
+///
+/// Its stores keep the database too (the folder of the SQLite file, the PostgreSQL schema): a
+/// test may hold on to a store alone, and the database outlives its last use.
 final class TestStore: Sendable {
     let kind: StoreKind
     let store: any ServerStore
     /// The PostgreSQL schema's URL (for server processes of the same database).
     let postgresURL: String?
-    private let folder: TemporaryFolder
-    private let database: PostgresTestDatabase?
+    private let database: TestDatabase
 
     init(_ kind: StoreKind, connections: Int = 8) throws {
         self.kind = kind
-        folder = TemporaryFolder()
         switch kind {
         case .sqlite:
-            database = nil
+            database = TestDatabase(folder: TemporaryFolder())
             postgresURL = nil
-            store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
         case .postgres:
-            let database = try PostgresTestDatabase()
-            self.database = database
-            postgresURL = database.url
-            store = try PostgresServerStore(url: database.url, maximumConnections: connections)
+            let schema = try PostgresTestDatabase()
+            database = TestDatabase(schema: schema)
+            postgresURL = schema.url
         }
+        store = try database.open(connections: connections)
     }
 
     /// Another store on the same database (another server process would open its own).
     func reopened() throws -> any ServerStore {
-        switch kind {
-        case .sqlite: try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
-        case .postgres: try PostgresServerStore(url: postgresURL!)
-        }
+        try database.open(connections: 8)
     }
+}
+
+/// The file's folder or the schema of a test's store, removed when the last store of it is released.
+private final class TestDatabase: Sendable {
+    private let folder: TemporaryFolder?
+    private let schema: PostgresTestDatabase?
+
+    init(folder: TemporaryFolder) {
+        self.folder = folder
+        schema = nil
+    }
+
+    init(schema: PostgresTestDatabase) {
+        folder = nil
+        self.schema = schema
+    }
+
+    func open(connections: Int) throws -> any ServerStore {
+        let store: any ServerStore = if let schema {
+            try PostgresServerStore(url: schema.url, maximumConnections: connections)
+        } else {
+            try SQLiteServerStore(path: folder!.path("server.sqlite"), durability: .normal)
+        }
+        return KeepingStore(store: store, database: self)
+    }
+}
+
+/// A store that keeps its test database alive.
+private struct KeepingStore: ServerStore {
+    let store: any ServerStore
+    let database: TestDatabase
+
+    func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result { try store.write(body) }
+    func document(_ key: DocumentKey) throws -> StoredDocument? { try store.document(key) }
+    func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
+        try store.changes(after: version, limit: limit, collections: collections)
+    }
+    func purgeTombstones(deletedBefore time: Date) throws -> Version { try store.purgeTombstones(deletedBefore: time) }
+    func tombstoneHorizon() throws -> Version { try store.tombstoneHorizon() }
+    func cursorKey() throws -> [UInt8] { try store.cursorKey() }
 }
 
 @Suite struct StoreAvailabilityTests {

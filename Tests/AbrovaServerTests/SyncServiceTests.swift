@@ -16,17 +16,18 @@ final class Locked<Value: Sendable>: Sendable {
     func update<Result: Sendable>(_ body: @Sendable (inout Value) -> Result) -> Result { storage.withLock { body(&$0) } }
 }
 
-/// A service on a fresh SQLite store, with helpers to push and pull as a user.
+/// A service on a fresh store of one kind, with helpers to push and pull as a user.
 final class ServiceFixture: Sendable {
-    let folder = TemporaryFolder()
+    /// The store, and what keeps its database alive as long as the fixture.
+    let test: TestStore
     let service: SyncService
     let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
 
-    init(rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), retention: TimeInterval = 3_600,
+    init(_ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), retention: TimeInterval = 3_600,
          afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
-        let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
+        test = try TestStore(kind)
         let clock = now
-        service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
+        service = try SyncService(store: test.store, rules: rules, configuration: ServiceConfiguration(
             limits: limits, tombstoneRetention: retention, clock: { clock.value }, afterPushCommit: afterPushCommit))
     }
 
@@ -72,8 +73,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
 @Suite struct PushTests {
     let cart = DocumentKey(collection: "carts", id: "c1")
 
-    @Test func aPushIsAppliedAtNewVersionsAndARetryGetsTheStoredAnswerByteForByte() throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func aPushIsAppliedAtNewVersionsAndARetryGetsTheStoredAnswerByteForByte(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
         let other = DocumentKey(collection: "carts", id: "c2")
         let request = makeRequest([(cart, try .create(["qty": 1], base: .zero)), (other, try .create(["qty": 2], base: .zero))], sequence: 1)
         let first = try fixture.service.push(request, caller: .user("ana"))
@@ -91,8 +93,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(documents.map(\.state.document) == [["qty": 1], ["qty": 2]])
     }
 
-    @Test func aRetryIsKnownByTheBytesOfItsBody() throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func aRetryIsKnownByTheBytesOfItsBody(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
         let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
         let first = try fixture.service.push(body: request.body, caller: .user("ana"))
         #expect(try fixture.service.push(body: request.body, caller: .user("ana")) == first)
@@ -102,8 +105,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(statusOf { _ = try fixture.service.push(body: spaced, caller: .user("ana")) } == 422)
     }
 
-    @Test func anAnswerCarriesTheStateOnlyWhenTheChangeMetWritesItHadNotSeen() throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func anAnswerCarriesTheStateOnlyWhenTheChangeMetWritesItHadNotSeen(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
         try fixture.push([(cart, try .create(["qty": 1, "note": "x"], base: .zero))], as: "ana", sequence: 1)
         let created = try fixture.service.document(cart, caller: .user("ana"))
         // On the latest state: uncontested, no state in the answer.
@@ -116,16 +120,18 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(try fixture.service.document(cart, caller: .user("ana")).state == state)
     }
 
-    @Test func aReusedNumberWithAnotherBodyIsRefused422AndAnOlderNumber409() throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func aReusedNumberWithAnotherBodyIsRefused422AndAnOlderNumber409(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
         try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 5)
         #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 5) } == 422)
         #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 4) } == 409)
         #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 1])
     }
 
-    @Test func aClientIdBelongsToItsFirstUser() throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func aClientIdBelongsToItsFirstUser(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
         let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], client: "ana-phone", sequence: 1)
         _ = try fixture.service.push(request, caller: .user("ana"))
         // Ben cannot replay Ana's batch, nor send his own under her client id.
@@ -138,8 +144,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(try fixture.pullAll(as: .user("ana")).count == 1)
     }
 
-    @Test func aChangeThatCannotBeAppliedIsRefusedOnItsOwnAndTheOthersApply() throws {
-        let fixture = try ServiceFixture(rules: RuleBook(collections: [
+    @Test(arguments: StoreKind.available)
+    func aChangeThatCannotBeAppliedIsRefusedOnItsOwnAndTheOthersApply(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind, rules: RuleBook(collections: [
             "orders": PresetRules(read: .owner, write: .owner, requiredFields: [path("total")]),
         ]))
         let missing = DocumentKey(collection: "carts", id: "never-created")
@@ -157,8 +164,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [cart])
     }
 
-    @Test func underManualAConflictingChangeIsNotAppliedAndTheServersDocumentIsReturned() throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func underManualAConflictingChangeIsNotAppliedAndTheServersDocumentIsReturned(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
         let created = try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
         guard case .applied(let base, _, _) = created[0] else { return }
         try fixture.push([(cart, try .update(set: [path("qty"): 2], base: base))], as: "ana", client: "ana-laptop", sequence: 1)
@@ -171,9 +179,10 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 2])
     }
 
-    @Test func aFailureAfterTheCommitIsA500AndTheRetryGetsTheStoredAnswer() throws {
+    @Test(arguments: StoreKind.available)
+    func aFailureAfterTheCommitIsA500AndTheRetryGetsTheStoredAnswer(kind: StoreKind) throws {
         let failNext = Locked(true)
-        let fixture = try ServiceFixture(afterPushCommit: { _ in
+        let fixture = try ServiceFixture(kind, afterPushCommit: { _ in
             if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
         })
         let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
@@ -184,8 +193,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(documents.count == 1 && documents[0].version == version)
     }
 
-    @Test func versionsAreUniqueAndIncreasingAcrossConcurrentPushers() async throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func versionsAreUniqueAndIncreasingAcrossConcurrentPushers(kind: StoreKind) async throws {
+        let fixture = try ServiceFixture(kind)
         let versions = Locked<[Version]>([])
         await withTaskGroup(of: Void.self) { group in
             for client in 0..<4 {
@@ -208,8 +218,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
 @Suite struct PullAndReadTests {
     let cart = DocumentKey(collection: "carts", id: "c1")
 
-    @Test func pagesFollowVersionOrderAndIncludeTombstones() throws {
-        let fixture = try ServiceFixture()
+    @Test(arguments: StoreKind.available)
+    func pagesFollowVersionOrderAndIncludeTombstones(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
         for index in 0..<10 {
             try fixture.push([(DocumentKey(collection: "carts", id: "c\(index)"), try .create(["n": .int(Int64(index))], base: .zero))],
                              as: "ana", sequence: Int64(index + 1))
@@ -224,8 +235,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(all.map(\.version) == all.map(\.version).sorted())
     }
 
-    @Test func aPullShowsOnlyWhatTheCallerMayReadNotEvenIds() throws {
-        let fixture = try ServiceFixture(rules: RuleBook(collections: ["catalog": PresetRules.publicRead]))
+    @Test(arguments: StoreKind.available)
+    func aPullShowsOnlyWhatTheCallerMayReadNotEvenIds(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind, rules: RuleBook(collections: ["catalog": PresetRules.publicRead]))
         try fixture.push([(cart, try .create(["secret": "ana's"], base: .zero))], as: "ana", client: "ana", sequence: 1)
         try fixture.push([(DocumentKey(collection: "catalog", id: "p1"), try .create(["name": "milk"], base: .zero))], as: "ana",
                          client: "ana", sequence: 2)
@@ -243,8 +255,9 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
     }
 
-    @Test func aTamperedCursorIsRefusedAndACursorPastExpiredTombstonesMustResync() throws {
-        let fixture = try ServiceFixture(retention: 3_600)
+    @Test(arguments: StoreKind.available)
+    func aTamperedCursorIsRefusedAndACursorPastExpiredTombstonesMustResync(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind, retention: 3_600)
         try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
         let page = try fixture.service.pull(cursor: nil, caller: .user("ana"))
         var tampered = Array(page.cursor)
@@ -268,16 +281,18 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [other])
     }
 
-    @Test func cursorsAndDocumentsOutliveTheServer() throws {
-        let folder = TemporaryFolder()
+    @Test(arguments: StoreKind.available)
+    func cursorsAndDocumentsOutliveTheServer(kind: StoreKind) throws {
+        let test = try TestStore(kind)
         let cursor: String
         do {
-            let service = try SyncService(store: try SQLiteServerStore(path: folder.path("s.sqlite")))
+            let service = try SyncService(store: try test.reopened())
             _ = try service.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1), caller: .user("ana"))
             cursor = try service.pull(cursor: nil, caller: .user("ana")).cursor
             _ = try service.push(makeRequest([(cart, try .update(set: [path("qty"): 2], base: Version(1)))], sequence: 2), caller: .user("ana"))
         }
-        let service = try SyncService(store: try SQLiteServerStore(path: folder.path("s.sqlite")))
+        // Another server on the same database: a new store, opened after the first server is gone.
+        let service = try SyncService(store: try test.reopened())
         #expect(try service.pull(cursor: cursor, caller: .user("ana")).documents.map { $0.state.document } == [["qty": 2]])
     }
 }
