@@ -55,7 +55,8 @@ let package = Package(
         .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
         // The SDK against the real server on loopback (LiveSyncServer) and scripted servers.
-        .testTarget(name: "AbrovaSyncTests", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaSyncTests", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaPostgres", "AbrovaHTTP", "AbrovaWire",
+                                                        "AbrovaTestSupport"]),
         // The demo's story, run in-process.
         .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
     ],

@@ -6,7 +6,9 @@ extension DocumentDelta {
     /// changes "on the server since the base". A part takes the newest own version as its new base
     /// when every field it touches that changed after its base was changed by this client's own
     /// writes (nobody else wrote them in between); otherwise it keeps its base, so a change it
-    /// never saw still conflicts.
+    /// never saw still conflicts. Others' writes older than the client's own write of the part's
+    /// very path do not count: that write was joined after them on the server (its conflicts with
+    /// them are settled), and the part is its sequel.
     public func rebased(onto confirmed: DocumentState, ownVersions: Set<Version>) -> DocumentDelta {
         guard let newest = ownVersions.max() else { return self }
         func changedByOthers(_ version: Version, since base: Version) -> Bool {
@@ -15,8 +17,10 @@ extension DocumentDelta {
         func rebase(_ base: Version, _ path: FieldPath?) -> Version {
             guard base < newest else { return base }
             if path == nil, changedByOthers(confirmed.existence.version, since: base) { return base }
+            var since = base
+            if let path, let own = confirmed[path]?.version, ownVersions.contains(own) { since = max(base, own) }
             let othersWrote = confirmed.fields.contains { fieldPath, field in
-                changedByOthers(field.version, since: base) && (path.map { fieldPath.overlaps($0) } ?? true)
+                changedByOthers(field.version, since: since) && (path.map { fieldPath.overlaps($0) } ?? true)
             }
             return othersWrote ? base : newest
         }

@@ -3,8 +3,9 @@ import Foundation
 /// Connections to one PostgreSQL database, lent to one thread at a time.
 ///
 /// At most `maximumConnections` are open; a caller waits for one when all are lent. A connection
-/// that broke (the server restarted, the network dropped) is closed instead of returned, so the
-/// next caller opens a fresh one: the pool reconnects by itself once the server is back.
+/// that broke (the server restarted, the network dropped) is closed instead of returned, and the
+/// idle ones with it, so the next caller opens a fresh one: the pool reconnects by itself once the
+/// server is back.
 public final class PostgresPool: Sendable {
     private let url: String
     private let maximumConnections: Int
@@ -49,10 +50,21 @@ public final class PostgresPool: Sendable {
     }
 
     private func giveBack(_ connection: PostgresConnection) {
-        state.condition.withLock {
-            if connection.isBroken { state.open -= 1 } else { state.idle.append(connection) }
+        let dropped: [PostgresConnection] = state.condition.withLock {
+            guard connection.isBroken else {
+                state.idle.append(connection)
+                return []
+            }
+            // The idle ones were opened before this one broke, and most likely broke with it (a
+            // server restart cuts them all; libpq finds out only when one is used). Closed too,
+            // so the caller's retry opens a new connection instead of taking another dead one.
+            let dropped = state.idle
+            state.idle.removeAll()
+            state.open -= 1 + dropped.count
+            return dropped
         }
-        state.condition.signal()
+        state.condition.broadcast()
+        _ = dropped  // closed here, outside the lock
     }
 
     /// Closes the idle connections and forgets them (lent ones close when they come back broken,

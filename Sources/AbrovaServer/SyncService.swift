@@ -101,9 +101,15 @@ public final class SyncService: Sendable {
                 try transaction.prepare(for: batch.changes.map(\.key))
                 var results: [ChangeResult] = []
                 results.reserveCapacity(batch.changes.count)
+                // The versions this batch's changes were applied at, by document: a document may be
+                // in a batch more than once, and a later change must not take the earlier ones
+                // for changes it had not seen.
+                var ownVersions: [DocumentKey: Set<Version>] = [:]
                 for change in batch.changes {
-                    results.append(try apply(change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
-                                             at: now, in: transaction))
+                    let result = try apply(change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
+                                           ownVersions: ownVersions[change.key] ?? [], at: now, in: transaction)
+                    if case .applied(let version, _, _) = result { ownVersions[change.key, default: []].insert(version) }
+                    results.append(result)
                 }
                 let answer = PushResponse(results: results).body
                 try transaction.saveClient(ClientRecord(clientID: batch.clientID, userID: user, sequence: batch.sequence,
@@ -123,18 +129,24 @@ public final class SyncService: Sendable {
 
     /// Joins one change into its document: settled by the strategy, checked by the rules, saved at
     /// a new version. A change that cannot be applied is refused on its own; the others go on.
-    private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, at now: Date,
-                       in transaction: any ServerTransaction) throws -> ChangeResult {
+    /// `ownVersions` are the versions earlier changes of the same batch wrote the document at: the
+    /// change is rebased past them (`DocumentDelta.rebased`, as the client rebases its unsent
+    /// changes when a batch is settled), so only others' writes since its base conflict with it.
+    private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
+                       at now: Date, in transaction: any ServerTransaction) throws -> ChangeResult {
         let rules = rules.rules(for: change.key.collection)
         let before = try transaction.document(change.key)
         var state = before?.state ?? DocumentState()
+        // Judged on the change as sent: after an earlier change of the batch, the answer carries the
+        // state, which the client joins (it would not rebase the change itself).
         let isUncontested = state.isUncontested(by: change.delta)
+        let delta = ownVersions.isEmpty ? change.delta : change.delta.rebased(onto: state, ownVersions: ownVersions)
         // Every change takes a version, applied or not: versions are unique and follow commit
         // order; they need not be dense.
         let version = try transaction.nextVersion()
         let report: JoinReport
         do {
-            report = try strategy.apply(change.delta, to: &state, version: version)
+            report = try strategy.apply(delta, to: &state, version: version)
         } catch {
             return .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.description)")
         }

@@ -20,10 +20,19 @@ extension LocalStore {
             guard !pending.isEmpty else { return nil }
             // Removes of elements the server never showed this device take nothing: drop them, and
             // changes left with nothing to do (their views are those of the change before them).
+            // An element an earlier change of this batch adds counts as shown: the server applies
+            // that add first, and the remove must take it.
             var changes: [(change: BatchChange, view: String?)] = []
             var cancelled: [DocumentKey: Int] = [:]
+            var observed: [DocumentKey: DocumentState] = [:]
             for (key, delta, writes, view, _) in pending {
-                let pruned = delta.setChanges.isEmpty ? delta : delta.droppingUnobservedRemoves(confirmed: try confirmedState(of: key))
+                var pruned = delta
+                if !delta.setChanges.isEmpty || observed[key] != nil {
+                    var state = try observed[key] ?? confirmedState(of: key)
+                    if !delta.setChanges.isEmpty { pruned = delta.droppingUnobservedRemoves(confirmed: state) }
+                    state.applyLocally(pruned, at: Self.localVersion)
+                    observed[key] = state
+                }
                 if pruned.isEmpty {
                     cancelled[key, default: 0] += writes
                 } else {

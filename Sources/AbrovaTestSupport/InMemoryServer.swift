@@ -22,6 +22,9 @@ public struct InMemoryServer: Sendable {
     public mutating func push(_ batch: Batch, strategy batchStrategy: ConflictStrategy) -> [ChangeResult] {
         if let (sequence, answer) = answered[batch.clientID], sequence == batch.sequence { return answer }
         var answer: [ChangeResult] = []
+        // As the real server: a later change of a document in the batch is rebased past the
+        // versions the earlier ones wrote it at (they are the client's own writes).
+        var ownVersions: [DocumentKey: Set<Version>] = [:]
         for change in batch.changes {
             let strategy = change.strategy ?? batchStrategy
             if let (status, message) = refuse(change.key, change.delta) {
@@ -33,12 +36,14 @@ public struct InMemoryServer: Sendable {
             let next = version.next
             version = next  // every change takes a version, applied or not
             do {
-                let report = try strategy.apply(change.delta, to: &state, version: next)
+                let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
+                let report = try strategy.apply(delta, to: &state, version: next)
                 if strategy == .manual && !report.conflicts.isEmpty {
                     answer.append(.unresolved(state: state, conflicts: report.conflicts))
                     continue
                 }
                 documents[change.key] = state
+                ownVersions[change.key, default: []].insert(next)
                 // As the real server: an uncontested change's state is left for the client to compute.
                 answer.append(.applied(version: next, state: isUncontested ? nil : state, conflicts: report.conflicts))
             } catch {

@@ -129,6 +129,28 @@ import Testing
         #expect(report.state.document == ["qty": 5, "note": "b"])
     }
 
+    @Test func anotherClientsWriteNearThePathBeforeTheClientsOwnWriteOfItKeepsNoBase() throws {
+        // Made with an empty map qty at 1; another client set qty.a at 2 (which removed the map's
+        // register qty), then this client set qty.b at 3, after that write.
+        let qtyA = try FieldPath("qty.a")
+        let qtyB = try FieldPath("qty.b")
+        var confirmed = DocumentState()
+        confirmed.applyLocally(try DocumentDelta.create(["qty": .map([:])], base: .zero), at: Version(1))
+        confirmed.applyLocally(try DocumentDelta.update(set: [qtyA: 0], base: Version(1)), at: Version(2))
+        confirmed.applyLocally(try DocumentDelta.update(set: [qtyB: 0], base: Version(1)), at: Version(3))
+        // The client's next edit of qty.b, made before the answer came.
+        let pending = try DocumentDelta.update(set: [qtyB: 4], base: Version(1))
+        let rebased = pending.rebased(onto: confirmed, ownVersions: [Version(3)])
+        #expect(rebased.assignments[qtyB]?.base == Version(3))
+        let report = try ConflictStrategy.serverWins.apply(rebased, to: confirmed, version: Version(4))
+        #expect(report.conflicts.isEmpty)
+        #expect(report.state.document == ["qty": ["a": 0, "b": 4]])
+        // Another client's write of the path after the client's own still keeps the base.
+        confirmed.applyLocally(try DocumentDelta.update(set: [qtyB: 7], base: Version(3)), at: Version(4))
+        confirmed.applyLocally(try DocumentDelta.update(set: [qtyA: 1], base: Version(4)), at: Version(5))
+        #expect(pending.rebased(onto: confirmed, ownVersions: [Version(3), Version(5)]).assignments[qtyB]?.base == Version(1))
+    }
+
     @Test func severalOwnWritesInOneBatchAreAllTheClients() throws {
         // The client wrote qty at 5 and note at 7 (two changes of one document in one batch).
         var confirmed = DocumentState()

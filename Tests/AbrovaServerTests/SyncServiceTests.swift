@@ -120,6 +120,58 @@ func statusOf(_ body: () throws -> Void) -> Int? {
         #expect(try fixture.service.document(cart, caller: .user("ana")).state == state)
     }
 
+    /// A batch holds a document twice when the app wrote it, then another, then it again: both
+    /// changes are based on what the device had seen, older than the version the first one gets.
+    /// The first is this client's own write, not a change on the server it did not see.
+    @Test(arguments: StoreKind.available, [ConflictStrategy.merge, .serverWins])
+    func aLaterChangeOfTheSameDocumentInOneBatchIsNotInConflictWithTheEarlierOne(kind: StoreKind, strategy: ConflictStrategy) throws {
+        let fixture = try ServiceFixture(kind)
+        let note = DocumentKey(collection: "notes", id: "n1")
+        try fixture.push([(cart, try .create(["qty": 1, "items": "x"], base: .zero))], as: "ana", sequence: 1)
+        let seen = try fixture.service.document(cart, caller: .user("ana")).version
+        let results = try fixture.push([(cart, try .update(set: [path("qty"): 2], base: seen)),
+                                        (note, try .create(["n": 1], base: .zero)),
+                                        (cart, try .update(set: [path("qty"): 3], base: seen))],
+                                       as: "ana", sequence: 2, strategy: strategy)
+        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 3, "items": "x"])
+        guard case .applied(_, _, let conflicts)? = results.last else { Issue.record("\(results)"); return }
+        #expect(conflicts.isEmpty)
+
+        // A write by someone else since the base still conflicts, in the later change too.
+        let latest = try fixture.service.document(cart, caller: .user("ana")).version
+        try fixture.push([(cart, try .update(set: [path("qty"): 7], base: latest))], as: "ana", client: "client-b", sequence: 1)
+        let again = try fixture.push([(cart, try .update(set: [path("qty"): 4], base: latest)),
+                                      (note, try .update(set: [path("n"): 2], base: latest)),
+                                      (cart, try .update(set: [path("qty"): 5, path("items"): "y"], base: latest))],
+                                     as: "ana", sequence: 3, strategy: strategy)
+        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 7, "items": "y"])
+        guard case .applied(_, _, let later)? = again.last else { Issue.record("\(again)"); return }
+        #expect(later.map(\.path) == [path("qty")])
+    }
+
+    /// The same, when another client wrote next to the path before the batch came: the cart was
+    /// made with an empty map `qty`, and another client's `qty.a` removed its register. The
+    /// client's first change of `qty.b` is joined after that write; its later ones follow it.
+    @Test(arguments: StoreKind.available)
+    func aPathWrittenAgainInOneBatchEndsAtTheLastValueAfterAnotherClientWroteNextToIt(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind)
+        let note = DocumentKey(collection: "notes", id: "n1")
+        try fixture.push([(cart, try .create(["name": "c", "qty": .map([:])], base: .zero))], as: "ana", client: "maker", sequence: 1)
+        let created = try fixture.service.document(cart, caller: .user("ana")).version
+        try fixture.push([(cart, try .update(set: [path("qty.a"): 0], base: created))], as: "ana", client: "client-b", sequence: 1)
+        let results = try fixture.push([(cart, try .update(set: [path("qty.b"): 0], base: created)),
+                                        (note, try .create(["n": 1], base: .zero)),
+                                        (cart, try .update(set: [path("qty.b"): 4], base: created)),
+                                        (note, try .update(set: [path("n"): 2], base: created)),
+                                        (cart, try .update(set: [path("qty.b"): 8], base: created))],
+                                       as: "ana", sequence: 1)
+        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["name": "c", "qty": ["a": 0, "b": 8]])
+        for result in results {
+            guard case .applied(_, _, let conflicts) = result else { Issue.record("\(result)"); continue }
+            #expect(conflicts.isEmpty)
+        }
+    }
+
     @Test(arguments: StoreKind.available)
     func aReusedNumberWithAnotherBodyIsRefused422AndAnOlderNumber409(kind: StoreKind) throws {
         let fixture = try ServiceFixture(kind)

@@ -106,6 +106,27 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await store.unsentWriteCount == 0)
     }
 
+    @Test func aRemoveOfAnElementThatAnEarlierChangeOfTheBatchAddsIsSent() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        let other = DocumentKey(collection: "carts", id: "c2")
+        try server.write(try DocumentDelta.create(["items": []], base: .zero), to: cart)
+        try server.write(try DocumentDelta.update(setAdd: [path("items"): ["milk"]], base: Version(1)), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+
+        try await store.updateData(for: cart, setAdd: [path("items"): ["eggs"]])     // a change
+        try await store.setData(["n": 1], for: other)                                // another document between
+        try await store.updateData(for: cart, setRemove: [path("items"): ["eggs"]])  // a second change of the cart
+        #expect(try await store.document(cart).data == ["items": ["milk"]])
+        let frozen = try #require(try await store.freezeBatch())
+        #expect(frozen.batch.changes.map(\.key) == [cart, other, cart])
+        #expect(frozen.batch.changes.last?.delta.setChanges[path("items")]?.removes == ["eggs"])
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(server.documents[cart]?.document == ["items": ["milk"]], "the device removed eggs after adding them")
+        #expect(try await store.document(cart).data == ["items": ["milk"]])
+    }
+
     @Test func writesToSeveralDocumentsKeepTheirOrder() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         try await store.setData(["grant": true], for: list)

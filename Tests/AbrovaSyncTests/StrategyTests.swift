@@ -56,6 +56,29 @@ import Testing
         return outcome
     }
 
+    /// Offline, a device edits the cart, then another document, then the cart again: one batch
+    /// holds the cart twice. The second change is the device's latest word on the cart: its
+    /// quantity stands, and it removes the element the first change added.
+    @Test(arguments: [ConflictStrategy.merge, .serverWins, .clientWins])
+    func aDocumentQueuedTwiceInOneBatchEndsAsTheDeviceLastWroteIt(strategy: ConflictStrategy) async throws {
+        let live = try LiveSyncServer()
+        let device = try Device(live, folder: folder) { $0.conflictStrategy(strategy) }
+        let cart = device.carts.document("c1")
+        try await cart.setData(["qty": 1])
+        try await cart.updateData(["items": .arrayUnion(["milk"])])
+        await device.sync.disconnect()
+        try await cart.updateData(["items": .arrayUnion(["eggs"]), "qty": 2])
+        try await device.carts.document("c2").setData(["note": "between"])
+        try await cart.updateData(["items": .arrayRemove(["eggs"]), "qty": 3])
+        #expect(try await cart.getDocument(source: .cache).data == ["qty": 3, "items": ["milk"]])
+        await device.sync.reconnect()
+        #expect(await eventually { await device.sync.pendingCount == 0 })
+        let server = try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document
+        #expect(server == ["qty": 3, "items": ["milk"]])
+        #expect(try await cart.getDocument(source: .cache).data == server)
+        await live.stop()
+    }
+
     @Test func mergeCombinesTheCartsElementByElementAndTheServersQuantityStands() async throws {
         let outcome = try await run(.merge)
         #expect(outcome.cart == ["qty": 2, "items": ["bread", "eggs"]])
