@@ -63,213 +63,215 @@ extension RawHTTPConnection.Response {
     var message: String { RequestError(body: body)?.message ?? String(decoding: body, as: UTF8.self) }
 }
 
-@Suite struct HTTPServiceTests {
-    let cart = DocumentKey(collection: "carts", id: "c1")
+extension ServerSuites {
+    @Suite struct HTTPServiceTests {
+        let cart = DocumentKey(collection: "carts", id: "c1")
 
-    @Test(arguments: StoreKind.available)
-    func aCommitAnswered500IsRetriedAndTheChangeExistsExactlyOnce(kind: StoreKind) throws {
-        let failNext = Locked(true)
-        let live = try LiveServer(kind, afterPushCommit: { _ in
-            if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
-        })
-        let request = makeRequest([(cart, try .create(["items": ["milk"]], base: .zero)),
-                                   (DocumentKey(collection: "carts", id: "c2"), try .create(["n": 1], base: .zero))], sequence: 1)
-        let failed = try live.push(request)
-        #expect(failed.status == 500)
-        let retried = try live.push(request)
-        let again = try live.push(request)
-        #expect(retried.status == 200 && again.body == retried.body)
-        let results = try PushResponse(body: retried.body).results
-        guard case .applied(let version, nil, _) = results[0] else { Issue.record("\(results)"); return }
-        let documents = try live.pullAll()
-        #expect(documents.count == 2 && documents[0].version == version && documents[0].state.document == ["items": ["milk"]])
-        #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(3))  // two changes, nothing more
-    }
-
-    @Test(arguments: StoreKind.available)
-    func badInputIsAnswered4xxAndChangesNothing(kind: StoreKind) throws {
-        let live = try LiveServer(kind, limits: WireLimits(maximumChanges: 10),
-                                  body: BodyLimits(maximumDecompressedBytes: 1 << 20, maximumWindowLog: 22),
-                                  http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 256 << 10, loopbackOnly: true))
-        #expect(try live.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)).status == 200)
-        let before = try live.pullAll()
-
-        func push(_ text: String) -> [UInt8] { Array(text.utf8) }
-        let valid = #"{"batchSeq":2,"changes":[{"collection":"carts","delta":{"create":0,"assignments":{"n":[1,0]}},"id":"x"}],"clientId":"client-a","strategy":"merge"}"#
-        func replacing(_ old: String, _ new: String) -> [UInt8] { Array(valid.replacingOccurrences(of: old, with: new).utf8) }
-        var deep = "1"
-        for _ in 0..<40 { deep = "[\(deep)]" }
-        let bomb = try ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0x20, count: 1 << 20), times: 64)
-        let window = try ZstdFrames.streamCompress(repeating: Array(valid.utf8), times: 1, windowLog: 24)
-        let lying = ZstdFrames.replacingContentSize(of: try Zstd.compress(Array(valid.utf8)), with: 20)
-        let cases: [(name: String, headers: [String: String], body: [UInt8], status: Int, mentions: String)] = [
-            ("malformed JSON", [:], push(#"{"batchSeq":2,"#), 400, "JSON"),
-            ("not an object", [:], push("[1,2]"), 400, "object"),
-            ("wrong type", [:], replacing(#""batchSeq":2"#, #""batchSeq":"2""#), 400, "batchSeq"),
-            ("negative number", [:], replacing(#""batchSeq":2"#, #""batchSeq":-2"#), 400, "batchSeq"),
-            ("unknown operation", [:], replacing(#""create":0"#, #""upsert":0"#), 400, "upsert"),
-            ("unknown strategy", [:], replacing(#""merge""#, #""lastWriteWins""#), 400, "strategy"),
-            ("invalid UTF-8", [:], Array(valid.utf8.prefix(100)) + [0xFF, 0xFE] + Array(valid.utf8.dropFirst(100)), 400, "UTF-8"),
-            ("deep nesting", [:], replacing(#""n":[1,0]"#, #""n":[\#(deep),0]"#), 400, "deep"),
-            ("corrupt zstd", ["Content-Encoding": "zstd"], [0x28, 0xB5, 0x2F, 0xFD] + Array(repeating: 0x41, count: 40), 400, "zstd"),
-            ("zstd bomb", ["Content-Encoding": "zstd"], bomb, 413, "maximumDecompressedBytes"),
-            ("lying content size", ["Content-Encoding": "zstd"], lying, 400, "zstd"),
-            ("zstd window too large", ["Content-Encoding": "zstd"], window, 400, "maximumWindowLog"),
-            ("unknown encoding", ["Content-Encoding": "br"], push(valid), 415, "br"),
-            ("oversized body", [:], Array(repeating: 0x20, count: 300 << 10), 413, "maximumBodyBytes"),
-            ("too many changes", [:], replacing(#""changes":[{"#, #""changes":[\#(String(repeating: #"{"collection":"carts","delta":{"create":0},"id":"y"},"#, count: 10)){"#), 413, "maximumChanges"),
-            ("SQL in a collection", [:], replacing(#""collection":"carts""#, #""collection":"carts'; DROP TABLE documents; --""#), 400, "collection"),
-            ("SQL in an id", [:], replacing(#""id":"x""#, #""id":"x' OR '1'='1""#), 400, "id"),
-            ("SQL in a field name", [:], replacing(#""n":[1,0]"#, #""n'; DELETE FROM documents; --":[1,0]"#), 400, "field"),
-            ("server-owned version", [:], replacing(#""id":"x""#, #""id":"x","version":99"#), 400, "version"),
-            ("server-owned owner", [:], replacing(#""id":"x""#, #""id":"x","owner":"ben""#), 400, "owner"),
-        ]
-        for item in cases {
-            let response = try live.send("POST", "/v1/push", headers: item.headers, body: item.body)
-            #expect(response.status == item.status, "\(item.name): \(response.status) \(response.message)")
-            #expect(response.message.contains(item.mentions), "\(item.name): \(response.message)")
+        @Test(arguments: StoreKind.available)
+        func aCommitAnswered500IsRetriedAndTheChangeExistsExactlyOnce(kind: StoreKind) throws {
+            let failNext = Locked(true)
+            let live = try LiveServer(kind, afterPushCommit: { _ in
+                if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
+            })
+            let request = makeRequest([(cart, try .create(["items": ["milk"]], base: .zero)),
+                                       (DocumentKey(collection: "carts", id: "c2"), try .create(["n": 1], base: .zero))], sequence: 1)
+            let failed = try live.push(request)
+            #expect(failed.status == 500)
+            let retried = try live.push(request)
+            let again = try live.push(request)
+            #expect(retried.status == 200 && again.body == retried.body)
+            let results = try PushResponse(body: retried.body).results
+            guard case .applied(let version, nil, _) = results[0] else { Issue.record("\(results)"); return }
+            let documents = try live.pullAll()
+            #expect(documents.count == 2 && documents[0].version == version && documents[0].state.document == ["items": ["milk"]])
+            #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(3))  // two changes, nothing more
         }
-        for (target, mentions) in [("/v1/pull?limit=-1", "limit"), ("/v1/pull?limit=99999999999999999999", "limit"),
-                                   ("/v1/pull?limit=ten", "limit"), ("/v1/pull?cursor=c1.AAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAA", "cursor"),
-                                   ("/v1/pull?collections=carts%27%3B%20DROP%20TABLE%20documents", "collection"),
-                                   ("/v1/docs/carts/x%27%20OR%20%271%27%3D%271", "id")] {
-            let response = try live.send("GET", target)
-            #expect(response.status == 400 && response.message.contains(mentions), "\(target): \(response.status) \(response.message)")
-        }
-        #expect(try live.pullAll() == before)
-        #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(2))
-    }
 
-    @Test(arguments: StoreKind.available)
-    func credentialsAreCheckedOnEveryRoute(kind: StoreKind) throws {
-        let live = try LiveServer(kind)
-        #expect(try live.send("GET", "/v1/health", as: nil).status == 200)
-        let noKey = try RawHTTPConnection(port: live.server.port)
-        try noKey.send("GET /v1/pull HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-ana\r\n\r\n")
-        #expect(try noKey.readResponse().status == 401)
-        #expect(try live.send("GET", "/v1/pull", as: "nobody").status == 401)
-        #expect(try live.send("GET", "/v1/pull", headers: ["Authorization": "Basic YTpi"]).status == 401)
-        #expect(try live.push(makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1), as: "anonymous").status == 401)
-        #expect(try live.send("DELETE", "/v1/docs/carts/c1").status == 405)
-        #expect(try live.send("GET", "/v2/anything").status == 404)
-    }
+        @Test(arguments: StoreKind.available)
+        func badInputIsAnswered4xxAndChangesNothing(kind: StoreKind) throws {
+            let live = try LiveServer(kind, limits: WireLimits(maximumChanges: 10),
+                                      body: BodyLimits(maximumDecompressedBytes: 1 << 20, maximumWindowLog: 22),
+                                      http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 256 << 10, loopbackOnly: true))
+            #expect(try live.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)).status == 200)
+            let before = try live.pullAll()
 
-    @Test(arguments: StoreKind.available)
-    func userBNeverReadsOrWritesUserAsPrivateDocuments(kind: StoreKind) throws {
-        let live = try LiveServer(kind)
-        let anasBatch = makeRequest([(cart, try .create(["secret": "ana's"], base: .zero))], client: "ana-phone", sequence: 1)
-        #expect(try live.push(anasBatch).status == 200)
-        #expect(try live.send("GET", "/v1/docs/carts/c1", as: "ben").status == 403)
-        #expect(try live.pullAll(as: "ben").isEmpty)
-        let raw = try live.send("GET", "/v1/pull", as: "ben")
-        #expect(raw.status == 200 && !String(decoding: raw.body, as: UTF8.self).contains("carts"))  // not even the id
-        // Ben replays Ana's batch, or uses her client id: refused.
-        #expect(try live.push(anasBatch, as: "ben").status == 403)
-        let bens = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ana-phone", sequence: 2,
-                               strategy: .clientWins)
-        #expect(try live.push(bens, as: "ben").status == 403)
-        // With his own client id the write is refused by the rules.
-        let own = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ben-phone", sequence: 1,
-                              strategy: .clientWins)
-        let results = try PushResponse(body: try live.push(own, as: "ben").body).results
-        guard case .rejected(403, _) = results[0] else { Issue.record("\(results)"); return }
-        let document = try ServerDocument(body: try live.send("GET", "/v1/docs/carts/c1").body)
-        #expect(document.state.document == ["secret": "ana's"])
-    }
-
-    @Test(arguments: StoreKind.available)
-    func bodiesTravelWithZstdBothWays(kind: StoreKind) throws {
-        let live = try LiveServer(kind)
-        let items: [Value] = (0..<200).map { .string("item number \($0)") }
-        let request = makeRequest([(cart, try .create(["items": .array(items)], base: .zero))], sequence: 1)
-        let compressed = try Zstd.compress(request.body)
-        let response = try live.send("POST", "/v1/push", headers: ["Content-Encoding": "zstd", "Accept-Encoding": "gzip, zstd"],
-                                     body: compressed)
-        #expect(response.status == 200)
-        #expect(compressed.count < request.body.count / 3)
-        let packed = try live.send("GET", "/v1/docs/carts/c1", headers: ["Accept-Encoding": "gzip, zstd"])
-        #expect(packed.headers["content-encoding"] == "zstd")
-        #expect(try ServerDocument(body: packed.body).state.document == ["items": .array(items)])  // send() decompressed it
-        let plain = try live.send("GET", "/v1/docs/carts/c1")
-        #expect(plain.headers["content-encoding"] == nil)
-        #expect(try ServerDocument(body: plain.body).state.document == ["items": .array(items)])
-    }
-
-    @Test(arguments: StoreKind.available)
-    func anOverloadedServerAnswers429WithRetryAfter(kind: StoreKind) async throws {
-        let gate = DispatchSemaphore(value: 0)
-        let entered = Locked(false)
-        let live = try LiveServer(kind, http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
-                                  afterPushCommit: { _ in
-                                      entered.update { $0 = true }
-                                      _ = gate.wait(timeout: .now() + 30)  // a server thread, not a task's
-                                  })
-        let request = makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1)
-        let held = Task { try await onNewThread { try live.push(request) } }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !entered.value, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        let refused = try await onNewThread { try live.send("GET", "/v1/pull") }
-        #expect(refused.status == 429 && refused.headers["retry-after"] == "1")
-        gate.signal()
-        #expect(try await held.value.status == 200)
-    }
-
-    @Test(arguments: StoreKind.available)
-    func concurrentPushersGetUniqueVersionsInCommitOrderAndAConcurrentPullerMissesNothing(kind: StoreKind) async throws {
-        let live = try LiveServer(kind)
-        let shared = try (0..<3).map { (DocumentKey(collection: "carts", id: "shared\($0)"), try DocumentDelta.create(["title": "shared"], base: .zero)) }
-        #expect(try live.push(makeRequest(shared, client: "creator", sequence: 1)).status == 200)
-        let isQuiet = Locked(false)
-        let clients = 4
-        let batches = 15
-        let pusherTasks = (0..<clients).map { client in
-            Task { try await onNewThread {
-                var versions: [Version] = []
-                for sequence in 1...batches {
-                    let changes = try (0..<3).map { index in
-                        // Documents shared between clients are changed again and again.
-                        (DocumentKey(collection: "carts", id: "shared\(index)"),
-                         try DocumentDelta.update(setAdd: [path("items"): [.string("c\(client)-\(sequence)")]], base: .zero))
-                    }
-                    let response = try live.push(makeRequest(changes, client: "client-\(client)", sequence: Int64(sequence)))
-                    for case .applied(let version, _, _) in try PushResponse(body: response.body).results { versions.append(version) }
-                }
-                return versions
-            } }
-        }
-        // The puller follows the cursor while the pushers run; what it ends with must be the final state.
-        let puller = Task { try await onNewThread {
-            var seen: [DocumentKey: ServerDocument] = [:]
-            var cursor = ""
-            var lastVersion = Version.zero
-            var rounds = 0
-            while true {
-                // Read before the pull: only a pull sent after the last push was answered must see it.
-                let wasQuiet = isQuiet.value
-                let response = try live.send("GET", "/v1/pull?limit=2&cursor=\(cursor)")
-                let page = try PullResponse(body: response.body)
-                for document in page.documents {
-                    #expect(document.version > lastVersion, "versions go up within and across pages")
-                    lastVersion = document.version
-                    seen[document.key] = document
-                }
-                cursor = page.cursor
-                rounds += 1
-                if !page.hasMore {
-                    if wasQuiet { return (seen, rounds) }
-                    Thread.sleep(forTimeInterval: 0.002)
-                }
+            func push(_ text: String) -> [UInt8] { Array(text.utf8) }
+            let valid = #"{"batchSeq":2,"changes":[{"collection":"carts","delta":{"create":0,"assignments":{"n":[1,0]}},"id":"x"}],"clientId":"client-a","strategy":"merge"}"#
+            func replacing(_ old: String, _ new: String) -> [UInt8] { Array(valid.replacingOccurrences(of: old, with: new).utf8) }
+            var deep = "1"
+            for _ in 0..<40 { deep = "[\(deep)]" }
+            let bomb = try ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0x20, count: 1 << 20), times: 64)
+            let window = try ZstdFrames.streamCompress(repeating: Array(valid.utf8), times: 1, windowLog: 24)
+            let lying = ZstdFrames.replacingContentSize(of: try Zstd.compress(Array(valid.utf8)), with: 20)
+            let cases: [(name: String, headers: [String: String], body: [UInt8], status: Int, mentions: String)] = [
+                ("malformed JSON", [:], push(#"{"batchSeq":2,"#), 400, "JSON"),
+                ("not an object", [:], push("[1,2]"), 400, "object"),
+                ("wrong type", [:], replacing(#""batchSeq":2"#, #""batchSeq":"2""#), 400, "batchSeq"),
+                ("negative number", [:], replacing(#""batchSeq":2"#, #""batchSeq":-2"#), 400, "batchSeq"),
+                ("unknown operation", [:], replacing(#""create":0"#, #""upsert":0"#), 400, "upsert"),
+                ("unknown strategy", [:], replacing(#""merge""#, #""lastWriteWins""#), 400, "strategy"),
+                ("invalid UTF-8", [:], Array(valid.utf8.prefix(100)) + [0xFF, 0xFE] + Array(valid.utf8.dropFirst(100)), 400, "UTF-8"),
+                ("deep nesting", [:], replacing(#""n":[1,0]"#, #""n":[\#(deep),0]"#), 400, "deep"),
+                ("corrupt zstd", ["Content-Encoding": "zstd"], [0x28, 0xB5, 0x2F, 0xFD] + Array(repeating: 0x41, count: 40), 400, "zstd"),
+                ("zstd bomb", ["Content-Encoding": "zstd"], bomb, 413, "maximumDecompressedBytes"),
+                ("lying content size", ["Content-Encoding": "zstd"], lying, 400, "zstd"),
+                ("zstd window too large", ["Content-Encoding": "zstd"], window, 400, "maximumWindowLog"),
+                ("unknown encoding", ["Content-Encoding": "br"], push(valid), 415, "br"),
+                ("oversized body", [:], Array(repeating: 0x20, count: 300 << 10), 413, "maximumBodyBytes"),
+                ("too many changes", [:], replacing(#""changes":[{"#, #""changes":[\#(String(repeating: #"{"collection":"carts","delta":{"create":0},"id":"y"},"#, count: 10)){"#), 413, "maximumChanges"),
+                ("SQL in a collection", [:], replacing(#""collection":"carts""#, #""collection":"carts'; DROP TABLE documents; --""#), 400, "collection"),
+                ("SQL in an id", [:], replacing(#""id":"x""#, #""id":"x' OR '1'='1""#), 400, "id"),
+                ("SQL in a field name", [:], replacing(#""n":[1,0]"#, #""n'; DELETE FROM documents; --":[1,0]"#), 400, "field"),
+                ("server-owned version", [:], replacing(#""id":"x""#, #""id":"x","version":99"#), 400, "version"),
+                ("server-owned owner", [:], replacing(#""id":"x""#, #""id":"x","owner":"ben""#), 400, "owner"),
+            ]
+            for item in cases {
+                let response = try live.send("POST", "/v1/push", headers: item.headers, body: item.body)
+                #expect(response.status == item.status, "\(item.name): \(response.status) \(response.message)")
+                #expect(response.message.contains(item.mentions), "\(item.name): \(response.message)")
             }
-        } }
-        var all: [Version] = []
-        for task in pusherTasks { all += try await task.value }
-        isQuiet.update { $0 = true }
-        let (seen, rounds) = try await puller.value
-        #expect(all.count == clients * batches * 3 && Set(all).count == all.count)
-        let final = try live.pullAll()
-        #expect(Dictionary(uniqueKeysWithValues: final.map { ($0.key, $0) }) == seen, "after \(rounds) pulls")
-        for document in final {
-            #expect(document.state.document?[path("items")]?.arrayValue?.count == clients * batches)
+            for (target, mentions) in [("/v1/pull?limit=-1", "limit"), ("/v1/pull?limit=99999999999999999999", "limit"),
+                                       ("/v1/pull?limit=ten", "limit"), ("/v1/pull?cursor=c1.AAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAA", "cursor"),
+                                       ("/v1/pull?collections=carts%27%3B%20DROP%20TABLE%20documents", "collection"),
+                                       ("/v1/docs/carts/x%27%20OR%20%271%27%3D%271", "id")] {
+                let response = try live.send("GET", target)
+                #expect(response.status == 400 && response.message.contains(mentions), "\(target): \(response.status) \(response.message)")
+            }
+            #expect(try live.pullAll() == before)
+            #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(2))
+        }
+
+        @Test(arguments: StoreKind.available)
+        func credentialsAreCheckedOnEveryRoute(kind: StoreKind) throws {
+            let live = try LiveServer(kind)
+            #expect(try live.send("GET", "/v1/health", as: nil).status == 200)
+            let noKey = try RawHTTPConnection(port: live.server.port)
+            try noKey.send("GET /v1/pull HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-ana\r\n\r\n")
+            #expect(try noKey.readResponse().status == 401)
+            #expect(try live.send("GET", "/v1/pull", as: "nobody").status == 401)
+            #expect(try live.send("GET", "/v1/pull", headers: ["Authorization": "Basic YTpi"]).status == 401)
+            #expect(try live.push(makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1), as: "anonymous").status == 401)
+            #expect(try live.send("DELETE", "/v1/docs/carts/c1").status == 405)
+            #expect(try live.send("GET", "/v2/anything").status == 404)
+        }
+
+        @Test(arguments: StoreKind.available)
+        func userBNeverReadsOrWritesUserAsPrivateDocuments(kind: StoreKind) throws {
+            let live = try LiveServer(kind)
+            let anasBatch = makeRequest([(cart, try .create(["secret": "ana's"], base: .zero))], client: "ana-phone", sequence: 1)
+            #expect(try live.push(anasBatch).status == 200)
+            #expect(try live.send("GET", "/v1/docs/carts/c1", as: "ben").status == 403)
+            #expect(try live.pullAll(as: "ben").isEmpty)
+            let raw = try live.send("GET", "/v1/pull", as: "ben")
+            #expect(raw.status == 200 && !String(decoding: raw.body, as: UTF8.self).contains("carts"))  // not even the id
+            // Ben replays Ana's batch, or uses her client id: refused.
+            #expect(try live.push(anasBatch, as: "ben").status == 403)
+            let bens = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ana-phone", sequence: 2,
+                                   strategy: .clientWins)
+            #expect(try live.push(bens, as: "ben").status == 403)
+            // With his own client id the write is refused by the rules.
+            let own = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ben-phone", sequence: 1,
+                                  strategy: .clientWins)
+            let results = try PushResponse(body: try live.push(own, as: "ben").body).results
+            guard case .rejected(403, _) = results[0] else { Issue.record("\(results)"); return }
+            let document = try ServerDocument(body: try live.send("GET", "/v1/docs/carts/c1").body)
+            #expect(document.state.document == ["secret": "ana's"])
+        }
+
+        @Test(arguments: StoreKind.available)
+        func bodiesTravelWithZstdBothWays(kind: StoreKind) throws {
+            let live = try LiveServer(kind)
+            let items: [Value] = (0..<200).map { .string("item number \($0)") }
+            let request = makeRequest([(cart, try .create(["items": .array(items)], base: .zero))], sequence: 1)
+            let compressed = try Zstd.compress(request.body)
+            let response = try live.send("POST", "/v1/push", headers: ["Content-Encoding": "zstd", "Accept-Encoding": "gzip, zstd"],
+                                         body: compressed)
+            #expect(response.status == 200)
+            #expect(compressed.count < request.body.count / 3)
+            let packed = try live.send("GET", "/v1/docs/carts/c1", headers: ["Accept-Encoding": "gzip, zstd"])
+            #expect(packed.headers["content-encoding"] == "zstd")
+            #expect(try ServerDocument(body: packed.body).state.document == ["items": .array(items)])  // send() decompressed it
+            let plain = try live.send("GET", "/v1/docs/carts/c1")
+            #expect(plain.headers["content-encoding"] == nil)
+            #expect(try ServerDocument(body: plain.body).state.document == ["items": .array(items)])
+        }
+
+        @Test(arguments: StoreKind.available)
+        func anOverloadedServerAnswers429WithRetryAfter(kind: StoreKind) async throws {
+            let gate = DispatchSemaphore(value: 0)
+            let entered = Locked(false)
+            let live = try LiveServer(kind, http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
+                                      afterPushCommit: { _ in
+                                          entered.update { $0 = true }
+                                          _ = gate.wait(timeout: .now() + 30)  // a server thread, not a task's
+                                      })
+            let request = makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1)
+            let held = Task { try await onNewThread { try live.push(request) } }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !entered.value, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            let refused = try await onNewThread { try live.send("GET", "/v1/pull") }
+            #expect(refused.status == 429 && refused.headers["retry-after"] == "1")
+            gate.signal()
+            #expect(try await held.value.status == 200)
+        }
+
+        @Test(arguments: StoreKind.available)
+        func concurrentPushersGetUniqueVersionsInCommitOrderAndAConcurrentPullerMissesNothing(kind: StoreKind) async throws {
+            let live = try LiveServer(kind)
+            let shared = try (0..<3).map { (DocumentKey(collection: "carts", id: "shared\($0)"), try DocumentDelta.create(["title": "shared"], base: .zero)) }
+            #expect(try live.push(makeRequest(shared, client: "creator", sequence: 1)).status == 200)
+            let isQuiet = Locked(false)
+            let clients = 4
+            let batches = 15
+            let pusherTasks = (0..<clients).map { client in
+                Task { try await onNewThread {
+                    var versions: [Version] = []
+                    for sequence in 1...batches {
+                        let changes = try (0..<3).map { index in
+                            // Documents shared between clients are changed again and again.
+                            (DocumentKey(collection: "carts", id: "shared\(index)"),
+                             try DocumentDelta.update(setAdd: [path("items"): [.string("c\(client)-\(sequence)")]], base: .zero))
+                        }
+                        let response = try live.push(makeRequest(changes, client: "client-\(client)", sequence: Int64(sequence)))
+                        for case .applied(let version, _, _) in try PushResponse(body: response.body).results { versions.append(version) }
+                    }
+                    return versions
+                } }
+            }
+            // The puller follows the cursor while the pushers run; what it ends with must be the final state.
+            let puller = Task { try await onNewThread {
+                var seen: [DocumentKey: ServerDocument] = [:]
+                var cursor = ""
+                var lastVersion = Version.zero
+                var rounds = 0
+                while true {
+                    // Read before the pull: only a pull sent after the last push was answered must see it.
+                    let wasQuiet = isQuiet.value
+                    let response = try live.send("GET", "/v1/pull?limit=2&cursor=\(cursor)")
+                    let page = try PullResponse(body: response.body)
+                    for document in page.documents {
+                        #expect(document.version > lastVersion, "versions go up within and across pages")
+                        lastVersion = document.version
+                        seen[document.key] = document
+                    }
+                    cursor = page.cursor
+                    rounds += 1
+                    if !page.hasMore {
+                        if wasQuiet { return (seen, rounds) }
+                        Thread.sleep(forTimeInterval: 0.002)
+                    }
+                }
+            } }
+            var all: [Version] = []
+            for task in pusherTasks { all += try await task.value }
+            isQuiet.update { $0 = true }
+            let (seen, rounds) = try await puller.value
+            #expect(all.count == clients * batches * 3 && Set(all).count == all.count)
+            let final = try live.pullAll()
+            #expect(Dictionary(uniqueKeysWithValues: final.map { ($0.key, $0) }) == seen, "after \(rounds) pulls")
+            for document in final {
+                #expect(document.state.document?[path("items")]?.arrayValue?.count == clients * batches)
+            }
         }
     }
 }

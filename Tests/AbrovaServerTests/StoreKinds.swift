@@ -4,6 +4,12 @@ import AbrovaTestSupport
 import Foundation
 import Testing
 
+/// The suites that block their thread on a database (SQLite, PostgreSQL) and on sockets, run one
+/// test at a time. Swift Testing runs synchronous tests on the two threads of Swift concurrency's
+/// pool; two of these at once would hold both, and the SDK tests running beside them, which need
+/// those threads to make progress, would stall for seconds.
+@Suite(.serialized) enum ServerSuites {}
+
 /// The server stores that one suite runs against.
 enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite

@@ -70,281 +70,285 @@ func statusOf(_ body: () throws -> Void) -> Int? {
     }
 }
 
-@Suite struct PushTests {
-    let cart = DocumentKey(collection: "carts", id: "c1")
+extension ServerSuites {
+    @Suite struct PushTests {
+        let cart = DocumentKey(collection: "carts", id: "c1")
 
-    @Test(arguments: StoreKind.available)
-    func aPushIsAppliedAtNewVersionsAndARetryGetsTheStoredAnswerByteForByte(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        let other = DocumentKey(collection: "carts", id: "c2")
-        let request = makeRequest([(cart, try .create(["qty": 1], base: .zero)), (other, try .create(["qty": 2], base: .zero))], sequence: 1)
-        let first = try fixture.service.push(request, caller: .user("ana"))
-        let results = try PushResponse(body: first).results
-        // New documents meet nothing: their states are left for the client to compute.
-        guard case .applied(let v1, nil, [])? = results.first, case .applied(let v2, nil, [])? = results.last else {
-            Issue.record("not applied: \(results)")
-            return
+        @Test(arguments: StoreKind.available)
+        func aPushIsAppliedAtNewVersionsAndARetryGetsTheStoredAnswerByteForByte(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            let other = DocumentKey(collection: "carts", id: "c2")
+            let request = makeRequest([(cart, try .create(["qty": 1], base: .zero)), (other, try .create(["qty": 2], base: .zero))], sequence: 1)
+            let first = try fixture.service.push(request, caller: .user("ana"))
+            let results = try PushResponse(body: first).results
+            // New documents meet nothing: their states are left for the client to compute.
+            guard case .applied(let v1, nil, [])? = results.first, case .applied(let v2, nil, [])? = results.last else {
+                Issue.record("not applied: \(results)")
+                return
+            }
+            #expect(v1 < v2)
+            let retry = try fixture.service.push(request, caller: .user("ana"))
+            #expect(retry == first)
+            let documents = try fixture.pullAll(as: .user("ana"))
+            #expect(documents.map(\.key) == [cart, other] && documents.map(\.version) == [v1, v2])
+            #expect(documents.map(\.state.document) == [["qty": 1], ["qty": 2]])
         }
-        #expect(v1 < v2)
-        let retry = try fixture.service.push(request, caller: .user("ana"))
-        #expect(retry == first)
-        let documents = try fixture.pullAll(as: .user("ana"))
-        #expect(documents.map(\.key) == [cart, other] && documents.map(\.version) == [v1, v2])
-        #expect(documents.map(\.state.document) == [["qty": 1], ["qty": 2]])
-    }
 
-    @Test(arguments: StoreKind.available)
-    func aRetryIsKnownByTheBytesOfItsBody(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
-        let first = try fixture.service.push(body: request.body, caller: .user("ana"))
-        #expect(try fixture.service.push(body: request.body, caller: .user("ana")) == first)
-        // The same batch spaced out is other bytes: the dedupe record cannot tell it is the same.
-        let spaced = Array(String(decoding: request.body, as: UTF8.self).replacingOccurrences(of: ",", with: ", ").utf8)
-        #expect(try PushRequest(body: spaced) == request)
-        #expect(statusOf { _ = try fixture.service.push(body: spaced, caller: .user("ana")) } == 422)
-    }
+        @Test(arguments: StoreKind.available)
+        func aRetryIsKnownByTheBytesOfItsBody(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
+            let first = try fixture.service.push(body: request.body, caller: .user("ana"))
+            #expect(try fixture.service.push(body: request.body, caller: .user("ana")) == first)
+            // The same batch spaced out is other bytes: the dedupe record cannot tell it is the same.
+            let spaced = Array(String(decoding: request.body, as: UTF8.self).replacingOccurrences(of: ",", with: ", ").utf8)
+            #expect(try PushRequest(body: spaced) == request)
+            #expect(statusOf { _ = try fixture.service.push(body: spaced, caller: .user("ana")) } == 422)
+        }
 
-    @Test(arguments: StoreKind.available)
-    func anAnswerCarriesTheStateOnlyWhenTheChangeMetWritesItHadNotSeen(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        try fixture.push([(cart, try .create(["qty": 1, "note": "x"], base: .zero))], as: "ana", sequence: 1)
-        let created = try fixture.service.document(cart, caller: .user("ana"))
-        // On the latest state: uncontested, no state in the answer.
-        let seen = try fixture.push([(cart, try .update(set: [path("qty"): 2], base: created.version))], as: "ana", sequence: 2)
-        guard case .applied(let version, nil, [])? = seen.first else { Issue.record("\(seen)"); return }
-        // On the state before that change: the answer carries the server's whole state.
-        let unseen = try fixture.push([(cart, try .update(set: [path("note"): "y"], base: created.version))], as: "ana", sequence: 3)
-        guard case .applied(let later, let state?, [])? = unseen.first else { Issue.record("\(unseen)"); return }
-        #expect(later > version && state.document == ["qty": 2, "note": "y"])
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state == state)
-    }
+        @Test(arguments: StoreKind.available)
+        func anAnswerCarriesTheStateOnlyWhenTheChangeMetWritesItHadNotSeen(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            try fixture.push([(cart, try .create(["qty": 1, "note": "x"], base: .zero))], as: "ana", sequence: 1)
+            let created = try fixture.service.document(cart, caller: .user("ana"))
+            // On the latest state: uncontested, no state in the answer.
+            let seen = try fixture.push([(cart, try .update(set: [path("qty"): 2], base: created.version))], as: "ana", sequence: 2)
+            guard case .applied(let version, nil, [])? = seen.first else { Issue.record("\(seen)"); return }
+            // On the state before that change: the answer carries the server's whole state.
+            let unseen = try fixture.push([(cart, try .update(set: [path("note"): "y"], base: created.version))], as: "ana", sequence: 3)
+            guard case .applied(let later, let state?, [])? = unseen.first else { Issue.record("\(unseen)"); return }
+            #expect(later > version && state.document == ["qty": 2, "note": "y"])
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state == state)
+        }
 
-    /// A batch holds a document twice when the app wrote it, then another, then it again: both
-    /// changes are based on what the device had seen, older than the version the first one gets.
-    /// The first is this client's own write, not a change on the server it did not see.
-    @Test(arguments: StoreKind.available, [ConflictStrategy.merge, .serverWins])
-    func aLaterChangeOfTheSameDocumentInOneBatchIsNotInConflictWithTheEarlierOne(kind: StoreKind, strategy: ConflictStrategy) throws {
-        let fixture = try ServiceFixture(kind)
-        let note = DocumentKey(collection: "notes", id: "n1")
-        try fixture.push([(cart, try .create(["qty": 1, "items": "x"], base: .zero))], as: "ana", sequence: 1)
-        let seen = try fixture.service.document(cart, caller: .user("ana")).version
-        let results = try fixture.push([(cart, try .update(set: [path("qty"): 2], base: seen)),
-                                        (note, try .create(["n": 1], base: .zero)),
-                                        (cart, try .update(set: [path("qty"): 3], base: seen))],
-                                       as: "ana", sequence: 2, strategy: strategy)
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 3, "items": "x"])
-        guard case .applied(_, _, let conflicts)? = results.last else { Issue.record("\(results)"); return }
-        #expect(conflicts.isEmpty)
-
-        // A write by someone else since the base still conflicts, in the later change too.
-        let latest = try fixture.service.document(cart, caller: .user("ana")).version
-        try fixture.push([(cart, try .update(set: [path("qty"): 7], base: latest))], as: "ana", client: "client-b", sequence: 1)
-        let again = try fixture.push([(cart, try .update(set: [path("qty"): 4], base: latest)),
-                                      (note, try .update(set: [path("n"): 2], base: latest)),
-                                      (cart, try .update(set: [path("qty"): 5, path("items"): "y"], base: latest))],
-                                     as: "ana", sequence: 3, strategy: strategy)
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 7, "items": "y"])
-        guard case .applied(_, _, let later)? = again.last else { Issue.record("\(again)"); return }
-        #expect(later.map(\.path) == [path("qty")])
-    }
-
-    /// The same, when another client wrote next to the path before the batch came: the cart was
-    /// made with an empty map `qty`, and another client's `qty.a` removed its register. The
-    /// client's first change of `qty.b` is joined after that write; its later ones follow it.
-    @Test(arguments: StoreKind.available)
-    func aPathWrittenAgainInOneBatchEndsAtTheLastValueAfterAnotherClientWroteNextToIt(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        let note = DocumentKey(collection: "notes", id: "n1")
-        try fixture.push([(cart, try .create(["name": "c", "qty": .map([:])], base: .zero))], as: "ana", client: "maker", sequence: 1)
-        let created = try fixture.service.document(cart, caller: .user("ana")).version
-        try fixture.push([(cart, try .update(set: [path("qty.a"): 0], base: created))], as: "ana", client: "client-b", sequence: 1)
-        let results = try fixture.push([(cart, try .update(set: [path("qty.b"): 0], base: created)),
-                                        (note, try .create(["n": 1], base: .zero)),
-                                        (cart, try .update(set: [path("qty.b"): 4], base: created)),
-                                        (note, try .update(set: [path("n"): 2], base: created)),
-                                        (cart, try .update(set: [path("qty.b"): 8], base: created))],
-                                       as: "ana", sequence: 1)
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["name": "c", "qty": ["a": 0, "b": 8]])
-        for result in results {
-            guard case .applied(_, _, let conflicts) = result else { Issue.record("\(result)"); continue }
+        /// A batch holds a document twice when the app wrote it, then another, then it again: both
+        /// changes are based on what the device had seen, older than the version the first one gets.
+        /// The first is this client's own write, not a change on the server it did not see.
+        @Test(arguments: StoreKind.available, [ConflictStrategy.merge, .serverWins])
+        func aLaterChangeOfTheSameDocumentInOneBatchIsNotInConflictWithTheEarlierOne(kind: StoreKind, strategy: ConflictStrategy) throws {
+            let fixture = try ServiceFixture(kind)
+            let note = DocumentKey(collection: "notes", id: "n1")
+            try fixture.push([(cart, try .create(["qty": 1, "items": "x"], base: .zero))], as: "ana", sequence: 1)
+            let seen = try fixture.service.document(cart, caller: .user("ana")).version
+            let results = try fixture.push([(cart, try .update(set: [path("qty"): 2], base: seen)),
+                                            (note, try .create(["n": 1], base: .zero)),
+                                            (cart, try .update(set: [path("qty"): 3], base: seen))],
+                                           as: "ana", sequence: 2, strategy: strategy)
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 3, "items": "x"])
+            guard case .applied(_, _, let conflicts)? = results.last else { Issue.record("\(results)"); return }
             #expect(conflicts.isEmpty)
+
+            // A write by someone else since the base still conflicts, in the later change too.
+            let latest = try fixture.service.document(cart, caller: .user("ana")).version
+            try fixture.push([(cart, try .update(set: [path("qty"): 7], base: latest))], as: "ana", client: "client-b", sequence: 1)
+            let again = try fixture.push([(cart, try .update(set: [path("qty"): 4], base: latest)),
+                                          (note, try .update(set: [path("n"): 2], base: latest)),
+                                          (cart, try .update(set: [path("qty"): 5, path("items"): "y"], base: latest))],
+                                         as: "ana", sequence: 3, strategy: strategy)
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 7, "items": "y"])
+            guard case .applied(_, _, let later)? = again.last else { Issue.record("\(again)"); return }
+            #expect(later.map(\.path) == [path("qty")])
         }
-    }
 
-    @Test(arguments: StoreKind.available)
-    func aReusedNumberWithAnotherBodyIsRefused422AndAnOlderNumber409(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 5)
-        #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 5) } == 422)
-        #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 4) } == 409)
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 1])
-    }
-
-    @Test(arguments: StoreKind.available)
-    func aClientIdBelongsToItsFirstUser(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], client: "ana-phone", sequence: 1)
-        _ = try fixture.service.push(request, caller: .user("ana"))
-        // Ben cannot replay Ana's batch, nor send his own under her client id.
-        #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ben")) } == 403)
-        #expect(statusOf {
-            try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try! .create(["x": 1], base: .zero))], as: "ben",
-                             client: "ana-phone", sequence: 2)
-        } == 403)
-        #expect(statusOf { _ = try fixture.service.push(request, caller: .anonymous) } == 401)
-        #expect(try fixture.pullAll(as: .user("ana")).count == 1)
-    }
-
-    @Test(arguments: StoreKind.available)
-    func aChangeThatCannotBeAppliedIsRefusedOnItsOwnAndTheOthersApply(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind, rules: RuleBook(collections: [
-            "orders": PresetRules(read: .owner, write: .owner, requiredFields: [path("total")]),
-        ]))
-        let missing = DocumentKey(collection: "carts", id: "never-created")
-        let order = DocumentKey(collection: "orders", id: "o1")
-        let results = try fixture.push([
-            (missing, try .update(set: [path("qty"): 1], base: .zero)),
-            (order, try .create(["items": 3], base: .zero)),
-            (cart, try .create(["qty": 1], base: .zero)),
-        ], as: "ana", sequence: 1)
-        guard case .rejected(404, _) = results[0], case .rejected(400, let message) = results[1], case .applied = results[2] else {
-            Issue.record("unexpected results: \(results)")
-            return
+        /// The same, when another client wrote next to the path before the batch came: the cart was
+        /// made with an empty map `qty`, and another client's `qty.a` removed its register. The
+        /// client's first change of `qty.b` is joined after that write; its later ones follow it.
+        @Test(arguments: StoreKind.available)
+        func aPathWrittenAgainInOneBatchEndsAtTheLastValueAfterAnotherClientWroteNextToIt(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            let note = DocumentKey(collection: "notes", id: "n1")
+            try fixture.push([(cart, try .create(["name": "c", "qty": .map([:])], base: .zero))], as: "ana", client: "maker", sequence: 1)
+            let created = try fixture.service.document(cart, caller: .user("ana")).version
+            try fixture.push([(cart, try .update(set: [path("qty.a"): 0], base: created))], as: "ana", client: "client-b", sequence: 1)
+            let results = try fixture.push([(cart, try .update(set: [path("qty.b"): 0], base: created)),
+                                            (note, try .create(["n": 1], base: .zero)),
+                                            (cart, try .update(set: [path("qty.b"): 4], base: created)),
+                                            (note, try .update(set: [path("n"): 2], base: created)),
+                                            (cart, try .update(set: [path("qty.b"): 8], base: created))],
+                                           as: "ana", sequence: 1)
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["name": "c", "qty": ["a": 0, "b": 8]])
+            for result in results {
+                guard case .applied(_, _, let conflicts) = result else { Issue.record("\(result)"); continue }
+                #expect(conflicts.isEmpty)
+            }
         }
-        #expect(message.contains("total"))
-        #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [cart])
-    }
 
-    @Test(arguments: StoreKind.available)
-    func underManualAConflictingChangeIsNotAppliedAndTheServersDocumentIsReturned(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        let created = try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
-        guard case .applied(let base, _, _) = created[0] else { return }
-        try fixture.push([(cart, try .update(set: [path("qty"): 2], base: base))], as: "ana", client: "ana-laptop", sequence: 1)
-        let results = try fixture.push([(cart, try .update(set: [path("qty"): 3], base: base))], as: "ana", sequence: 2, strategy: .manual)
-        guard case .unresolved(let server, let conflicts) = results[0] else {
-            Issue.record("not unresolved: \(results)")
-            return
+        @Test(arguments: StoreKind.available)
+        func aReusedNumberWithAnotherBodyIsRefused422AndAnOlderNumber409(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 5)
+            #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 5) } == 422)
+            #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 4) } == 409)
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 1])
         }
-        #expect(server.document == ["qty": 2] && conflicts.map(\.outcome) == [.unresolved])
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 2])
-    }
 
-    @Test(arguments: StoreKind.available)
-    func aFailureAfterTheCommitIsA500AndTheRetryGetsTheStoredAnswer(kind: StoreKind) throws {
-        let failNext = Locked(true)
-        let fixture = try ServiceFixture(kind, afterPushCommit: { _ in
-            if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
-        })
-        let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
-        #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ana")) } == 500)
-        let answer = try PushResponse(body: try fixture.service.push(request, caller: .user("ana"))).results
-        guard case .applied(let version, _, _) = answer[0] else { return }
-        let documents = try fixture.pullAll(as: .user("ana"))
-        #expect(documents.count == 1 && documents[0].version == version)
-    }
+        @Test(arguments: StoreKind.available)
+        func aClientIdBelongsToItsFirstUser(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], client: "ana-phone", sequence: 1)
+            _ = try fixture.service.push(request, caller: .user("ana"))
+            // Ben cannot replay Ana's batch, nor send his own under her client id.
+            #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ben")) } == 403)
+            #expect(statusOf {
+                try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try! .create(["x": 1], base: .zero))], as: "ben",
+                                 client: "ana-phone", sequence: 2)
+            } == 403)
+            #expect(statusOf { _ = try fixture.service.push(request, caller: .anonymous) } == 401)
+            #expect(try fixture.pullAll(as: .user("ana")).count == 1)
+        }
 
-    @Test(arguments: StoreKind.available)
-    func versionsAreUniqueAndIncreasingAcrossConcurrentPushers(kind: StoreKind) async throws {
-        let fixture = try ServiceFixture(kind)
-        let versions = Locked<[Version]>([])
-        await withTaskGroup(of: Void.self) { group in
-            for client in 0..<4 {
-                group.addTask {
-                    for sequence in 1...25 {
-                        let key = DocumentKey(collection: "carts", id: "c\(client)-\(sequence)")
-                        let results = try? fixture.push([(key, try! .create(["n": .int(Int64(sequence))], base: .zero))],
-                                                        as: "ana", client: "client-\(client)", sequence: Int64(sequence))
-                        if case .applied(let version, _, _)? = results?.first { versions.update { $0.append(version) } }
+        @Test(arguments: StoreKind.available)
+        func aChangeThatCannotBeAppliedIsRefusedOnItsOwnAndTheOthersApply(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind, rules: RuleBook(collections: [
+                "orders": PresetRules(read: .owner, write: .owner, requiredFields: [path("total")]),
+            ]))
+            let missing = DocumentKey(collection: "carts", id: "never-created")
+            let order = DocumentKey(collection: "orders", id: "o1")
+            let results = try fixture.push([
+                (missing, try .update(set: [path("qty"): 1], base: .zero)),
+                (order, try .create(["items": 3], base: .zero)),
+                (cart, try .create(["qty": 1], base: .zero)),
+            ], as: "ana", sequence: 1)
+            guard case .rejected(404, _) = results[0], case .rejected(400, let message) = results[1], case .applied = results[2] else {
+                Issue.record("unexpected results: \(results)")
+                return
+            }
+            #expect(message.contains("total"))
+            #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [cart])
+        }
+
+        @Test(arguments: StoreKind.available)
+        func underManualAConflictingChangeIsNotAppliedAndTheServersDocumentIsReturned(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            let created = try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
+            guard case .applied(let base, _, _) = created[0] else { return }
+            try fixture.push([(cart, try .update(set: [path("qty"): 2], base: base))], as: "ana", client: "ana-laptop", sequence: 1)
+            let results = try fixture.push([(cart, try .update(set: [path("qty"): 3], base: base))], as: "ana", sequence: 2, strategy: .manual)
+            guard case .unresolved(let server, let conflicts) = results[0] else {
+                Issue.record("not unresolved: \(results)")
+                return
+            }
+            #expect(server.document == ["qty": 2] && conflicts.map(\.outcome) == [.unresolved])
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 2])
+        }
+
+        @Test(arguments: StoreKind.available)
+        func aFailureAfterTheCommitIsA500AndTheRetryGetsTheStoredAnswer(kind: StoreKind) throws {
+            let failNext = Locked(true)
+            let fixture = try ServiceFixture(kind, afterPushCommit: { _ in
+                if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
+            })
+            let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
+            #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ana")) } == 500)
+            let answer = try PushResponse(body: try fixture.service.push(request, caller: .user("ana"))).results
+            guard case .applied(let version, _, _) = answer[0] else { return }
+            let documents = try fixture.pullAll(as: .user("ana"))
+            #expect(documents.count == 1 && documents[0].version == version)
+        }
+
+        @Test(arguments: StoreKind.available)
+        func versionsAreUniqueAndIncreasingAcrossConcurrentPushers(kind: StoreKind) async throws {
+            let fixture = try ServiceFixture(kind)
+            let versions = Locked<[Version]>([])
+            await withTaskGroup(of: Void.self) { group in
+                for client in 0..<4 {
+                    group.addTask {
+                        for sequence in 1...25 {
+                            let key = DocumentKey(collection: "carts", id: "c\(client)-\(sequence)")
+                            let results = try? fixture.push([(key, try! .create(["n": .int(Int64(sequence))], base: .zero))],
+                                                            as: "ana", client: "client-\(client)", sequence: Int64(sequence))
+                            if case .applied(let version, _, _)? = results?.first { versions.update { $0.append(version) } }
+                        }
                     }
                 }
             }
+            let assigned = versions.value
+            #expect(assigned.count == 100 && Set(assigned).count == 100)
+            #expect(try fixture.pullAll(as: .user("ana"), limit: 7).map(\.version) == assigned.sorted())
         }
-        let assigned = versions.value
-        #expect(assigned.count == 100 && Set(assigned).count == 100)
-        #expect(try fixture.pullAll(as: .user("ana"), limit: 7).map(\.version) == assigned.sorted())
     }
 }
 
-@Suite struct PullAndReadTests {
-    let cart = DocumentKey(collection: "carts", id: "c1")
+extension ServerSuites {
+    @Suite struct PullAndReadTests {
+        let cart = DocumentKey(collection: "carts", id: "c1")
 
-    @Test(arguments: StoreKind.available)
-    func pagesFollowVersionOrderAndIncludeTombstones(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)
-        for index in 0..<10 {
-            try fixture.push([(DocumentKey(collection: "carts", id: "c\(index)"), try .create(["n": .int(Int64(index))], base: .zero))],
-                             as: "ana", sequence: Int64(index + 1))
+        @Test(arguments: StoreKind.available)
+        func pagesFollowVersionOrderAndIncludeTombstones(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind)
+            for index in 0..<10 {
+                try fixture.push([(DocumentKey(collection: "carts", id: "c\(index)"), try .create(["n": .int(Int64(index))], base: .zero))],
+                                 as: "ana", sequence: Int64(index + 1))
+            }
+            let created = try fixture.pullAll(as: .user("ana"))
+            try fixture.push([(DocumentKey(collection: "carts", id: "c0"), DocumentDelta.delete(base: created[0].version))], as: "ana", sequence: 11)
+            let page = try fixture.service.pull(cursor: nil, limit: 4, caller: .user("ana"))
+            #expect(page.documents.map(\.key.id) == ["c1", "c2", "c3", "c4"] && page.hasMore)
+            let all = try fixture.pullAll(as: .user("ana"), limit: 3)
+            #expect(all.map(\.key.id) == (1..<10).map { "c\($0)" } + ["c0"])
+            #expect(all.last?.state.exists == false)
+            #expect(all.map(\.version) == all.map(\.version).sorted())
         }
-        let created = try fixture.pullAll(as: .user("ana"))
-        try fixture.push([(DocumentKey(collection: "carts", id: "c0"), DocumentDelta.delete(base: created[0].version))], as: "ana", sequence: 11)
-        let page = try fixture.service.pull(cursor: nil, limit: 4, caller: .user("ana"))
-        #expect(page.documents.map(\.key.id) == ["c1", "c2", "c3", "c4"] && page.hasMore)
-        let all = try fixture.pullAll(as: .user("ana"), limit: 3)
-        #expect(all.map(\.key.id) == (1..<10).map { "c\($0)" } + ["c0"])
-        #expect(all.last?.state.exists == false)
-        #expect(all.map(\.version) == all.map(\.version).sorted())
-    }
 
-    @Test(arguments: StoreKind.available)
-    func aPullShowsOnlyWhatTheCallerMayReadNotEvenIds(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind, rules: RuleBook(collections: ["catalog": PresetRules.publicRead]))
-        try fixture.push([(cart, try .create(["secret": "ana's"], base: .zero))], as: "ana", client: "ana", sequence: 1)
-        try fixture.push([(DocumentKey(collection: "catalog", id: "p1"), try .create(["name": "milk"], base: .zero))], as: "ana",
-                         client: "ana", sequence: 2)
-        try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try .create(["mine": true], base: .zero))], as: "ben",
-                         client: "ben", sequence: 1)
-        #expect(try fixture.pullAll(as: .user("ben"), limit: 1).map(\.key.id) == ["p1", "b1"])
-        #expect(try fixture.pullAll(as: .anonymous).map(\.key.id) == ["p1"])
-        #expect(statusOf { _ = try fixture.service.document(cart, caller: .user("ben")) } == 403)
-        #expect(statusOf { _ = try fixture.service.document(DocumentKey(collection: "carts", id: "none"), caller: .user("ben")) } == 404)
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
-        // Ben may not overwrite Ana's cart either; the refusal changes nothing.
-        let results = try fixture.push([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], as: "ben", client: "ben", sequence: 2,
-                                       strategy: .clientWins)
-        guard case .rejected(403, _) = results[0] else { Issue.record("\(results)"); return }
-        #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
-    }
+        @Test(arguments: StoreKind.available)
+        func aPullShowsOnlyWhatTheCallerMayReadNotEvenIds(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind, rules: RuleBook(collections: ["catalog": PresetRules.publicRead]))
+            try fixture.push([(cart, try .create(["secret": "ana's"], base: .zero))], as: "ana", client: "ana", sequence: 1)
+            try fixture.push([(DocumentKey(collection: "catalog", id: "p1"), try .create(["name": "milk"], base: .zero))], as: "ana",
+                             client: "ana", sequence: 2)
+            try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try .create(["mine": true], base: .zero))], as: "ben",
+                             client: "ben", sequence: 1)
+            #expect(try fixture.pullAll(as: .user("ben"), limit: 1).map(\.key.id) == ["p1", "b1"])
+            #expect(try fixture.pullAll(as: .anonymous).map(\.key.id) == ["p1"])
+            #expect(statusOf { _ = try fixture.service.document(cart, caller: .user("ben")) } == 403)
+            #expect(statusOf { _ = try fixture.service.document(DocumentKey(collection: "carts", id: "none"), caller: .user("ben")) } == 404)
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
+            // Ben may not overwrite Ana's cart either; the refusal changes nothing.
+            let results = try fixture.push([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], as: "ben", client: "ben", sequence: 2,
+                                           strategy: .clientWins)
+            guard case .rejected(403, _) = results[0] else { Issue.record("\(results)"); return }
+            #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
+        }
 
-    @Test(arguments: StoreKind.available)
-    func aTamperedCursorIsRefusedAndACursorPastExpiredTombstonesMustResync(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind, retention: 3_600)
-        try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
-        let page = try fixture.service.pull(cursor: nil, caller: .user("ana"))
-        var tampered = Array(page.cursor)
-        tampered[5] = tampered[5] == "A" ? "B" : "A"
-        #expect(statusOf { _ = try fixture.service.pull(cursor: String(tampered), caller: .user("ana")) } == 400)
-        #expect(statusOf { _ = try fixture.service.pull(cursor: "c1.garbage", caller: .user("ana")) } == 400)
-        #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: 0, caller: .user("ana")) } == 400)
-        #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: -5, caller: .user("ana")) } == 400)
-        #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: 1_000_000, caller: .user("ana")) } == 400)
+        @Test(arguments: StoreKind.available)
+        func aTamperedCursorIsRefusedAndACursorPastExpiredTombstonesMustResync(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind, retention: 3_600)
+            try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
+            let page = try fixture.service.pull(cursor: nil, caller: .user("ana"))
+            var tampered = Array(page.cursor)
+            tampered[5] = tampered[5] == "A" ? "B" : "A"
+            #expect(statusOf { _ = try fixture.service.pull(cursor: String(tampered), caller: .user("ana")) } == 400)
+            #expect(statusOf { _ = try fixture.service.pull(cursor: "c1.garbage", caller: .user("ana")) } == 400)
+            #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: 0, caller: .user("ana")) } == 400)
+            #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: -5, caller: .user("ana")) } == 400)
+            #expect(statusOf { _ = try fixture.service.pull(cursor: nil, limit: 1_000_000, caller: .user("ana")) } == 400)
 
-        let other = DocumentKey(collection: "carts", id: "c2")
-        try fixture.push([(other, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 2)
-        try fixture.push([(cart, DocumentDelta.delete(base: page.documents[0].version))], as: "ana", sequence: 3)
-        fixture.advance(by: 1_800)
-        try fixture.service.purgeExpiredTombstones()
-        #expect(try fixture.service.pull(cursor: page.cursor, caller: .user("ana")).documents.count == 2)  // still kept
-        fixture.advance(by: 3_600)
-        try fixture.service.purgeExpiredTombstones()
-        #expect(statusOf { _ = try fixture.service.pull(cursor: page.cursor, caller: .user("ana")) } == 410)
-        // From the beginning there is nothing to miss.
-        #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [other])
-    }
+            let other = DocumentKey(collection: "carts", id: "c2")
+            try fixture.push([(other, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 2)
+            try fixture.push([(cart, DocumentDelta.delete(base: page.documents[0].version))], as: "ana", sequence: 3)
+            fixture.advance(by: 1_800)
+            try fixture.service.purgeExpiredTombstones()
+            #expect(try fixture.service.pull(cursor: page.cursor, caller: .user("ana")).documents.count == 2)  // still kept
+            fixture.advance(by: 3_600)
+            try fixture.service.purgeExpiredTombstones()
+            #expect(statusOf { _ = try fixture.service.pull(cursor: page.cursor, caller: .user("ana")) } == 410)
+            // From the beginning there is nothing to miss.
+            #expect(try fixture.pullAll(as: .user("ana")).map(\.key) == [other])
+        }
 
-    @Test(arguments: StoreKind.available)
-    func cursorsAndDocumentsOutliveTheServer(kind: StoreKind) throws {
-        let test = try TestStore(kind)
-        let cursor: String
-        do {
+        @Test(arguments: StoreKind.available)
+        func cursorsAndDocumentsOutliveTheServer(kind: StoreKind) throws {
+            let test = try TestStore(kind)
+            let cursor: String
+            do {
+                let service = try SyncService(store: try test.reopened())
+                _ = try service.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1), caller: .user("ana"))
+                cursor = try service.pull(cursor: nil, caller: .user("ana")).cursor
+                _ = try service.push(makeRequest([(cart, try .update(set: [path("qty"): 2], base: Version(1)))], sequence: 2), caller: .user("ana"))
+            }
+            // Another server on the same database: a new store, opened after the first server is gone.
             let service = try SyncService(store: try test.reopened())
-            _ = try service.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1), caller: .user("ana"))
-            cursor = try service.pull(cursor: nil, caller: .user("ana")).cursor
-            _ = try service.push(makeRequest([(cart, try .update(set: [path("qty"): 2], base: Version(1)))], sequence: 2), caller: .user("ana"))
+            #expect(try service.pull(cursor: cursor, caller: .user("ana")).documents.map { $0.state.document } == [["qty": 2]])
         }
-        // Another server on the same database: a new store, opened after the first server is gone.
-        let service = try SyncService(store: try test.reopened())
-        #expect(try service.pull(cursor: cursor, caller: .user("ana")).documents.map { $0.state.document } == [["qty": 2]])
     }
 }

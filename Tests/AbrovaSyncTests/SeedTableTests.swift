@@ -194,7 +194,7 @@ import Testing
             await device.sync.close()
         }
         let restarted = try Device(live, folder: folder)  // same store file; starts a sync at once
-        let sent = await eventually { await restarted.sync.pendingCount == 0 }
+        let sent = await eventually(40) { await restarted.sync.pendingCount == 0 }
         let lastError = await restarted.sync.lastError
         let runs = await restarted.sync.engine.runsStarted
         let pending = await restarted.sync.pendingCount

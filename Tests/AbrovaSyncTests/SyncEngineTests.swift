@@ -63,7 +63,8 @@ import Testing
         try await device.carts.document("c1").setData(["qty": 1])
         try await device.carts.document("c1").updateData(["qty": 2])
         await device.sync.reconnect()  // the first push commits, then its answer is lost (500)
-        #expect(await eventually { await device.sync.pendingCount == 0 })
+        // Generous: under a load of 7 on 2 cores a request has been seen to wait for its timeout.
+        #expect(await eventually(40) { await device.sync.pendingCount == 0 })
         #expect(device.transport.pushCount >= 2)
         let stored = try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana"))
         #expect(stored.state.document == ["qty": 2])
