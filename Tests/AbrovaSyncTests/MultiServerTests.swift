@@ -191,9 +191,9 @@ struct MultiServerTests {
                 + "503 answers by server \(unavailable); \(queued) writes queued by the clients of server 2")
             #expect(queued > 0, "the clients of server 2 queued nothing")
             if PostgresTestDatabase.restartCommand != nil {
-                // While the server was down, pushes failed (503) and the SDK kept their batches.
-                #expect(failed > 0, "no push met the outage")
-                #expect(unavailable[0] + unavailable[1] > 0, "the servers answered no 503 while the database was down")
+                // While the server was down, requests were answered 503 (pushes or pulls: which of
+                // them met the outage is timing), and nothing was lost (checked above).
+                #expect(unavailable[0] + unavailable[1] > 0, "the servers answered no 503 while the database was down (\(failed) pushes failed)")
             }
         }
         print("multi-server restart test: \(ContinuousClock.now - started)")
