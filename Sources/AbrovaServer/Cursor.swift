@@ -7,6 +7,12 @@ import AbrovaWire
 struct CursorCodec: Sendable {
     let key: [UInt8]
 
+    /// A new random cursor key (32 bytes), made once when a database is created.
+    static func makeKey() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
     /// The cursor that stands for `version`.
     func cursor(for version: Version) -> String {
         let bytes = Self.bigEndian(version.rawValue)

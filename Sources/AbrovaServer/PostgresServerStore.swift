@@ -84,9 +84,7 @@ public final class PostgresServerStore: ServerStore, Sendable {
                     answer bytea NOT NULL
                 );
                 """)
-            var key = [UInt8](repeating: 0, count: 32)
-            var generator = SystemRandomNumberGenerator()
-            for index in key.indices { key[index] = UInt8.random(in: 0...255, using: &generator) }
+            let key = CursorCodec.makeKey()
             try connection.run(Statements.createMeta, [.integer(schemaVersion), .bytes(key)])
             // Created in the first schema of the search path, which finds it.
             return try tablesSchema(on: connection) ?? ""

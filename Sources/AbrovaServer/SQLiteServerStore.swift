@@ -65,9 +65,7 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
                     answer BLOB NOT NULL
                 );
                 """)
-            var key = [UInt8](repeating: 0, count: 32)
-            var generator = SystemRandomNumberGenerator()
-            for index in key.indices { key[index] = UInt8.random(in: 0...255, using: &generator) }
+            let key = CursorCodec.makeKey()
             try database.run("INSERT INTO meta (key, value) VALUES ('version', 0), ('horizon', 0), ('cursor_key', ?)", [.blob(key)])
             try database.execute("PRAGMA user_version = \(schemaVersion)")
         }
