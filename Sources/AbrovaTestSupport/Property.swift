@@ -116,6 +116,23 @@ public enum Property {
                 }
                 size /= 2
             }
+            // Lower a draw by one and take out a later one: a list's length and one of its
+            // elements go together, and neither change alone still fails.
+            var index = 0
+            while index < best.count {
+                if best[index] > 0 {
+                    for later in (index + 1)..<best.count {
+                        var candidate = best
+                        candidate[index] -= 1
+                        candidate.remove(at: later)
+                        if await attempt(candidate) {
+                            improved = true
+                            break
+                        }
+                    }
+                }
+                index += 1
+            }
             // Lower single draws: to zero, else to the smallest value that still fails, found by
             // galloping up from 1 and then bisecting (generators map small draws to small values).
             for index in best.indices {
