@@ -31,11 +31,11 @@ struct AbrovaFuzz {
     static func run(_ arguments: [String]) throws -> Int32 {
         var options = try Options(arguments)
         if options.help {
-            print(usage)
+            say(usage)
             return 0
         }
         let fixtures = WireCorpus.load(from: options.fixtures)
-        if let problem = fixtures.problem { print("note: \(problem)") }
+        if let problem = fixtures.problem { say("note: \(problem)") }
         guard let command = options.positional.first else { throw FuzzSetupError("name a target") }
         options.positional.removeFirst()
         if command == "seeds" {
@@ -51,11 +51,12 @@ struct AbrovaFuzz {
         let seed = options.seed ?? UInt64.random(in: 0...UInt64.max)
         var status: Int32 = 0
         for name in names {
+            let lastInput = URL(fileURLWithPath: options.out).appendingPathComponent("last-input-\(name)").path
             let run = MutationRun(target: try FuzzTargets.make(name, fixtures: fixtures), count: options.mutations, seed: seed,
-                                  maximumSize: options.maximumSize, slowInputLimit: options.slowInputLimit)
-            print("\(name): \(run.target.seeds.count) seeds, \(options.mutations) mutations, --seed \(seed)")
-            let report = run.run { inputs in print("  \(inputs) inputs...") }
-            print(report)
+                                  maximumSize: options.maximumSize, slowInputLimit: options.slowInputLimit, lastInputFile: lastInput)
+            say("\(name): \(run.target.seeds.count) seeds, \(options.mutations) mutations, --seed \(seed) (a crash leaves the command that makes its input again in \(lastInput))")
+            let report = run.run { inputs in say("  \(inputs) inputs...") }
+            say(report.description)
             if let finding = report.finding {
                 status = 1
                 try save(finding, caseSeed: report.findingCaseSeed, seed: seed, in: options.out)
@@ -75,9 +76,9 @@ struct AbrovaFuzz {
         for (name, input) in inputs {
             if let problem = target.check(input) ?? target.checkStillWorks() {
                 status = 1
-                print("\(name): FINDING \(FuzzFinding(target: target.name, message: problem, input: input))")
+                say("\(name): FINDING \(FuzzFinding(target: target.name, message: problem, input: input))")
             } else {
-                print("\(name): ok (\(input.count) bytes)")
+                say("\(name): ok (\(input.count) bytes)")
             }
         }
         return status
@@ -88,8 +89,8 @@ struct AbrovaFuzz {
         guard !finding.input.isEmpty || caseSeed != nil else { return }
         let path = URL(fileURLWithPath: folder).appendingPathComponent("finding-\(finding.target)-\(seed).bin").path
         try Data(finding.input).write(to: URL(fileURLWithPath: path))
-        print("  input saved to \(path); run it again with: abrova-fuzz \(finding.target) \(path)")
-        if let caseSeed { print("  or make it again with: abrova-fuzz \(finding.target) --case-seed \(caseSeed)") }
+        say("  input saved to \(path); run it again with: abrova-fuzz \(finding.target) \(path)")
+        if let caseSeed { say("  or make it again with: abrova-fuzz \(finding.target) --case-seed \(caseSeed)") }
     }
 
     /// Writes a target's seeds as files for libFuzzer's corpus folder, and its dictionary in
@@ -110,8 +111,14 @@ struct AbrovaFuzz {
             }.joined() + "\""
         }
         try Data((entries.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: folder + ".dict"))
-        print("\(target.seeds.count) seeds in \(folder), \(entries.count) words in \(folder).dict")
+        say("\(target.seeds.count) seeds in \(folder), \(entries.count) words in \(folder).dict")
     }
+}
+
+/// Prints a line and flushes it: a crash must not take the lines already printed with it.
+func say(_ line: String) {
+    print(line)
+    fflush(nil)
 }
 
 /// The command line, parsed.

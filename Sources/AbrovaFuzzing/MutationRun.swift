@@ -17,15 +17,19 @@ public struct MutationRun {
     public var maximumSize: Int
     /// An input that takes longer is a finding: a hang in the making.
     public var slowInputLimit: Duration
+    /// Where each input is named (its case seed, or which seed it is) before it runs, so that a
+    /// crash, which ends the process before any report, leaves it behind; removed after the run.
+    public var lastInputFile: String?
 
     /// A run; nothing happens until `run()`.
     public init(target: any FuzzTarget, count: Int, seed: UInt64, maximumSize: Int = 1 << 21,
-                slowInputLimit: Duration = .seconds(5)) {
+                slowInputLimit: Duration = .seconds(5), lastInputFile: String? = nil) {
         self.target = target
         self.count = count
         self.seed = seed
         self.maximumSize = maximumSize
         self.slowInputLimit = slowInputLimit
+        self.lastInputFile = lastInputFile
     }
 
     /// The mutated input a case seed makes.
@@ -44,8 +48,11 @@ public struct MutationRun {
         let start = clock.now
         var lastProgress = start
         var report = MutationReport(target: target.name, seed: seed)
+        let record = lastInputFile.flatMap { LastInputRecord(path: $0) }
+        defer { record?.remove() }
 
         func attempt(_ input: [UInt8], caseSeed: UInt64?) -> Bool {
+            record?.note(caseSeed.map { "abrova-fuzz \(target.name) --case-seed \($0)" } ?? "seed-\(String(report.inputs + 1000).dropFirst()) of abrova-fuzz seeds \(target.name) DIR")
             let began = clock.now
             let problem = target.check(input)
             let took = clock.now - began
@@ -120,6 +127,32 @@ public struct MutationReport: Sendable, CustomStringConvertible {
         return "\(target): \(inputs) inputs (\(bytes / 1024) KiB) in \(String(format: "%.1f", elapsed.seconds)) s, "
             + "\(Int(inputsPerSecond)) inputs/s, slowest \(String(format: "%.1f", slowest.seconds * 1000)) ms, "
             + "peak RSS \(peakResidentBytes >> 20) MiB, seed \(seed): \(outcome)"
+    }
+}
+
+/// A file that names the input about to run, rewritten in place before each one: one small
+/// write, so that it costs little beside an input.
+final class LastInputRecord {
+    private let path: String
+    private let descriptor: Int32
+
+    init?(path: String) {
+        let descriptor = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        guard descriptor >= 0 else { return nil }
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    /// Writes `line`, padded so that it covers the line before it.
+    func note(_ line: String) {
+        let bytes = Array((line.padding(toLength: max(line.count, 79), withPad: " ", startingAt: 0) + "\n").utf8)
+        _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// Closes and deletes the file.
+    func remove() {
+        close(descriptor)
+        unlink(path)
     }
 }
 

@@ -119,6 +119,19 @@ import Testing
         #expect(report.inputs < 5_000 + target.seeds.count)
     }
 
+    /// What a crash would leave: the command that makes the running input again.
+    @Test func eachInputIsNamedBeforeItRunsAndTheNameIsRemovedAfter() throws {
+        let folder = TemporaryFolder()
+        let path = folder.path("last-input")
+        let target = ScriptedTarget { input in
+            let named = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            return named.contains("--case-seed") || named.hasPrefix("seed-") ? nil : "not named: \(named)"
+        }
+        let report = MutationRun(target: target, count: 50, seed: 3, lastInputFile: path).run()
+        #expect(report.finding == nil)
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
     @Test func aSlowInputAndABrokenTargetAreFindings() {
         let slow = ScriptedTarget { input in
             if input.count > 20 { usleep(30_000) }
