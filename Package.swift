@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "abrova", targets: ["AbrovaCLI"]),
         .executable(name: "abrova-bench", targets: ["AbrovaBenchmarks"]),
         .executable(name: "abrova-store-writer", targets: ["AbrovaStoreWriter"]),
+        .executable(name: "abrova-fuzz", targets: ["AbrovaFuzz"]),
     ],
     targets: [
         .target(name: "AbrovaCore"),
@@ -48,6 +49,12 @@ let package = Package(
                                                                "AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
+        // Fuzz targets over the wire decoders, zstd and the server's HTTP handling, with their
+        // oracles and a seeded mutator; `abrova-fuzz` runs them, or is a libFuzzer binary when built
+        // with -DLIBFUZZER (it then calls libFuzzer's driver, declared by CLibFuzzer).
+        .target(name: "AbrovaFuzzing", dependencies: ["AbrovaCore", "AbrovaWire", "AbrovaHTTP", "AbrovaServer", "AbrovaTestSupport"]),
+        .target(name: "CLibFuzzer"),
+        .executableTarget(name: "AbrovaFuzz", dependencies: ["AbrovaFuzzing", "CLibFuzzer"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
@@ -57,6 +64,8 @@ let package = Package(
         // The SDK against the real server on loopback (LiveSyncServer) and scripted servers.
         .testTarget(name: "AbrovaSyncTests", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaPostgres", "AbrovaHTTP", "AbrovaWire",
                                                         "AbrovaTestSupport"]),
+        // Seeded random mutations of every fuzz target, and mutated raw requests to a live server.
+        .testTarget(name: "AbrovaFuzzingTests", dependencies: ["AbrovaFuzzing", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),
         // The demo's story, run in-process.
         .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
     ],

@@ -63,7 +63,9 @@ public struct SyncHTTPHandler: Sendable {
     }
 
     private func route(_ request: HTTPRequest, caller: inout Caller?) throws(RequestError) -> HTTPResponse {
-        let segments = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        // The first segment is what precedes the leading "/"; a path without one (`x/v1/push`)
+        // matches no route rather than the route after its first segment.
+        let segments = request.path.hasPrefix("/") ? request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() : []
         switch (request.method, Array(segments)) {
         case ("GET", ["v1", "health"]):
             return encoded(status: 200, body: Array(#"{"status":"ok"}"#.utf8), for: request)

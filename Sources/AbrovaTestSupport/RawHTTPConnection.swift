@@ -25,15 +25,15 @@ public final class RawHTTPConnection {
     private let socketDescriptor: Int32
     private var buffered: [UInt8] = []
 
-    /// Connects to 127.0.0.1 at `port`.
-    public init(port: UInt16) throws {
+    /// Connects to 127.0.0.1 at `port`; a read that waits longer than `receiveTimeoutSeconds` fails.
+    public init(port: UInt16, receiveTimeoutSeconds: Int = 20) throws {
         #if canImport(Glibc)
         socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         socketDescriptor = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard socketDescriptor >= 0 else { throw RawHTTPConnection.Failure(description: "socket: errno \(errno)") }
-        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
         setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -83,6 +83,16 @@ public final class RawHTTPConnection {
         }
     }
 
+    /// Says that nothing more will be sent (a half close): a server waiting for more of a body
+    /// sees the end of the stream.
+    public func finishSending() {
+        #if canImport(Glibc)
+        _ = shutdown(socketDescriptor, Int32(SHUT_WR))
+        #else
+        _ = shutdown(socketDescriptor, SHUT_WR)
+        #endif
+    }
+
     /// Reads one response, whose body has a Content-Length.
     public func readResponse() throws -> Response {
         let separator = Array("\r\n\r\n".utf8)
@@ -110,6 +120,24 @@ public final class RawHTTPConnection {
         let body = Array(buffered[..<length])
         buffered.removeFirst(length)
         return Response(status: status, headers: headers, body: body)
+    }
+
+    /// Reads until the server closes the connection (a reset counts as closed) and returns what
+    /// was not read yet: for answers that are not one response with a Content-Length.
+    ///
+    /// - Throws: `Failure` when the server neither closes nor sends within the receive timeout,
+    ///   or when more than `limit` bytes arrive.
+    public func readUntilClosed(limit: Int = 16 << 20) throws -> [UInt8] {
+        while buffered.count <= limit {
+            let count = chunk.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
+            if count == 0 || (count < 0 && errno == ECONNRESET) {
+                defer { buffered = [] }
+                return buffered
+            }
+            guard count > 0 else { throw RawHTTPConnection.Failure(description: "recv: errno \(errno)") }
+            buffered += chunk[..<count]
+        }
+        throw RawHTTPConnection.Failure(description: "more than \(limit) bytes without the connection closing")
     }
 
     /// The receive buffer, made once: zeroing a fresh one per read costs as much as a small request.
