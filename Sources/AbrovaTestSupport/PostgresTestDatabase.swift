@@ -142,7 +142,8 @@ public final class PostgresTestDatabase: Sendable {
     }
 }
 
-/// How many test databases are held, and whether the server is being restarted.
+/// How many test databases are held, and whether the server is being restarted. Unchecked: both
+/// counts are read and written only while `condition` is locked.
 private final class Users: @unchecked Sendable {
     private let condition = NSCondition()
     private var held = 0
