@@ -14,6 +14,7 @@ import Synchronization
 ///     proxy.fault = .cutResponse(afterBytes: 40)  // the server commits; the client hears nothing
 ///
 /// It knows nothing of HTTP: faults act on bytes and connections. One thread pair a connection.
+/// Call `stop()` when done: the accepting thread holds the proxy until then.
 public final class FaultProxy: Sendable {
     /// What the proxy does to the traffic.
     public enum Fault: Sendable, Equatable {
@@ -62,8 +63,6 @@ public final class FaultProxy: Sendable {
         let proxy = self
         Thread { proxy.acceptLoop() }.start()
     }
-
-    deinit { stop() }
 
     /// The fault applied from now on.
     public var fault: Fault {
