@@ -55,16 +55,10 @@ public struct FuzzFinding: Error, Sendable, CustomStringConvertible {
             switch byte {
             case 0x20...0x7E where byte != UInt8(ascii: "\\"): text.unicodeScalars.append(Unicode.Scalar(byte))
             case UInt8(ascii: "\n"): text += "\\n"
-            default: text += "\\x" + String(byte, radix: 16).uppercased().leftPadded(to: 2)
+            default: text += String(format: "\\x%02X", byte)
             }
         }
         return input.count > 400 ? text + "... (\(input.count - 400) more bytes)" : text
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        String(repeating: "0", count: max(0, width - count)) + self
     }
 }
 
