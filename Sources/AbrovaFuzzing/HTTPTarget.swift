@@ -88,7 +88,7 @@ public struct FuzzedRequest: Sendable {
         var arguments: [String: String] = [:]
         for part in query.split(separator: "&") {
             let (name, value) = part.firstIndex(of: "=").map { (part[..<$0], part[part.index(after: $0)...]) } ?? (part, "")
-            arguments[formDecoded(name)] = formDecoded(value)
+            arguments[percentDecoded(name, plusIsSpace: true)] = percentDecoded(value, plusIsSpace: true)
         }
         var fields: [String: String] = [:]
         for (name, value) in headers { fields[name] = value }
@@ -105,34 +105,6 @@ public struct FuzzedRequest: Sendable {
     }
 }
 
-/// Form decoding: `+` is a space, `%XX` a byte; a `%` without two hex digits stays; bytes that are
-/// not UTF-8 become U+FFFD.
-private func formDecoded(_ text: Substring) -> String {
-    let bytes = Array(text.utf8)
-    var decoded: [UInt8] = []
-    decoded.reserveCapacity(bytes.count)
-    var index = 0
-    while index < bytes.count {
-        if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
-           let high = hexDigit(bytes[index + 1]), let low = hexDigit(bytes[index + 2]) {
-            decoded.append(high << 4 | low)
-            index += 3
-        } else {
-            decoded.append(bytes[index] == UInt8(ascii: "+") ? UInt8(ascii: " ") : bytes[index])
-            index += 1
-        }
-    }
-    return String(decoding: decoded, as: UTF8.self)
-}
-
-private func hexDigit(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-    default: nil
-    }
-}
 
 /// The server's HTTP handling: `SyncHTTPHandler.handle` on a service over a SQLite store in a
 /// temporary folder, with development authentication (any API key; a bearer token is its user),

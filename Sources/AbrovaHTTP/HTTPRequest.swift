@@ -28,10 +28,12 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-/// Decodes `%XX` escapes; a `%` not followed by two hex digits stays as it is, and bytes that are
-/// not UTF-8 become U+FFFD.
-func percentDecoded(_ text: String) -> String {
-    guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+/// Decodes `%XX` escapes (and, for form data, `+` as a space); a `%` not followed by two hex
+/// digits stays as it is, and bytes that are not UTF-8 become U+FFFD.
+public func percentDecoded(_ text: some StringProtocol, plusIsSpace: Bool = false) -> String {
+    guard text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
+        return String(text)
+    }
     let bytes = Array(text.utf8)
     var decoded: [UInt8] = []
     decoded.reserveCapacity(bytes.count)
@@ -42,7 +44,7 @@ func percentDecoded(_ text: String) -> String {
             decoded.append(high << 4 | low)
             index += 3
         } else {
-            decoded.append(bytes[index])
+            decoded.append(plusIsSpace && bytes[index] == UInt8(ascii: "+") ? UInt8(ascii: " ") : bytes[index])
             index += 1
         }
     }
