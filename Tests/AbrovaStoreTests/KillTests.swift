@@ -11,19 +11,8 @@ import Testing
 @Suite struct KillTests {
     let folder = TemporaryFolder()
 
-    /// The helper executable, built beside the test bundle.
-    static var writerURL: URL? {
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent(".build/debug"),
-        ]
-        return candidates.map { $0.appendingPathComponent("abrova-store-writer") }
-            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-
     @Test func everyAcknowledgedWriteSurvivesSIGKILL() async throws {
-        let writer = try #require(Self.writerURL, "abrova-store-writer is not built; run swift build first")
+        let writer = try #require(BuiltExecutable.url(named: "abrova-store-writer"), "abrova-store-writer is not built; run swift build first")
         let file = folder.path("store.sqlite")
         var generator = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
         var acknowledged: Set<Int> = []

@@ -25,20 +25,10 @@ final class ServerProcess: @unchecked Sendable {
     private let watchdog: FileHandle
     private let watchdogClosed = Locked(false)
 
-    /// The `abrova` executable, built beside the test bundle.
-    static var executableURL: URL? {
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent(".build/debug"),
-        ]
-        return candidates.map { $0.appendingPathComponent("abrova") }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-
     /// Starts a server on the database `databaseURL` names and waits (without blocking a thread)
     /// until it says which port it listens on.
     static func start(databaseURL: String, name: String, folder: TemporaryFolder, within seconds: Double = 30) async throws -> ServerProcess {
-        guard let executable = executableURL else { throw Failure("abrova is not built; run swift build first") }
+        guard let executable = BuiltExecutable.url(named: "abrova") else { throw Failure("abrova is not built; run swift build first") }
         let applicationName = "abrova-\(name)-\(UUID().uuidString.prefix(8).lowercased())"
         let logPath = folder.path("\(name).log")
         guard FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) else {
