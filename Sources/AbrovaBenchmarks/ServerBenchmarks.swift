@@ -21,10 +21,7 @@ struct ServerBenchmarks {
     func run(into report: inout BenchmarkReport) {
         print("## server")
         do {
-            if options.runs("server-push") {
-                try measurePush(clients: 1, into: &report)
-                try measurePush(clients: 8, into: &report)
-            }
+            if options.runs("server-push") { try PushConcurrencyBenchmarks(options: options).run(into: &report) }
             if options.runs("server-tuning") { try measureTuning() }
             if options.runs("server-pull") { try measurePull(into: &report) }
             if options.runs("server-processes") {
@@ -49,22 +46,6 @@ struct ServerBenchmarks {
     }
 
     // MARK: - Push
-
-    /// 2,000 queued creates pushed by `clients` clients at once: ours in zstd batches, the baseline
-    /// one request each. Goal: at least 10× the baseline's operations per second.
-    private func measurePush(clients: Int, into report: inout BenchmarkReport) throws {
-        var oursRates: [Double] = []
-        var baselineRates: [Double] = []
-        for _ in 0..<(options.isQuick ? 1 : 3) {
-            baselineRates.append(try baselinePushRate(clients: clients))
-            oursRates.append(try oursPushRate(clients: clients, batchSize: Self.batchSize, level: Self.compressionLevel))
-        }
-        let ours = median(oursRates)
-        let baseline = median(baselineRates)
-        report.add(BenchmarkRow(name: "server: push of \(operations) queued operations, \(clients) client\(clients == 1 ? "" : "s") (loopback HTTP)",
-                                figure: formatRate(ours, "ops"), baseline: formatRate(baseline, "ops") + " (a request each, Idempotency-Key)",
-                                ratio: ours / baseline, goal: "≥ 10×", isGoalMet: ours / baseline >= 10))
-    }
 
     /// Operations per second of our server for `operations` creates in batches of `batchSize`,
     /// compressed at `level` (0: identity), on a fresh database.
@@ -118,31 +99,6 @@ struct ServerBenchmarks {
                 throw BenchmarkFailure("push applied \(results.filter { if case .applied = $0 { true } else { false } }.count) of \(request.batch.changes.count) changes")
             }
         }
-    }
-
-    /// Operations per second of the baseline: each create its own request, with its own
-    /// Idempotency-Key, recorded in processed_ops in the write's transaction.
-    private func baselinePushRate(clients: Int) throws -> Double {
-        let folder = TemporaryFolder()
-        let baseline = try BaselineServer(path: folder.path("baseline.sqlite"), threads: 8)
-        defer { baseline.stop() }
-        let perClient = operations / clients
-        let port = baseline.server?.port ?? 0
-        let elapsed = try runConcurrently(clients) { client in
-            let connection = try RawHTTPConnection(port: port)
-            for offset in 0..<perClient {
-                let index = client * perClient + offset
-                let body = Array(Value.map(["entityId": .string("i\(index)"), "op": "upsert", "payload": .map(Self.document(index)),
-                                            "baseVersion": 0]).canonicalJSON.utf8)
-                let head = "POST /ops HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nIdempotency-Key: \(UUID().uuidString)\r\nContent-Length: \(body.count)\r\n\r\n"
-                try connection.send(Array(head.utf8) + body)
-                let response = try connection.readResponse()
-                guard response.status == 200, (try Value(json: response.body)).mapValue?["version"] != nil else {
-                    throw BenchmarkFailure("baseline answered \(response.status)")
-                }
-            }
-        }
-        return Double(perClient * clients) / seconds(elapsed)
     }
 
     /// Batch sizes and zstd levels for one client, printed to choose the defaults.

@@ -19,6 +19,10 @@ CoreBenchmarks(options: options).run(into: &report)
 // actor to another actor costs about 18 µs, from a background task about 0.1 µs.
 let storeReport = report
 report = await Task.detached { await StoreBenchmarks(options: options).run(adding: storeReport) }.value
+if options.runs("cart workload") {
+    let cartReport = report
+    report = await Task.detached { await CartWorkloadBenchmarks(options: options).run(adding: cartReport) }.value
+}
 ServerBenchmarks(options: options).run(into: &report)
 report.printTable()
 if let path = options.jsonPath {

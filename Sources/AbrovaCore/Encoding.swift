@@ -459,10 +459,14 @@ extension DocumentState {
 
 extension DocumentState {
     /// The canonical JSON of `document` (`nil` when it does not exist), written straight from the
-    /// fields when nothing nests, without building the document first.
+    /// fields without building the document first (but for the rare states `nestedDocumentJSON`
+    /// leaves to the `Value` tree).
     public var documentJSON: String? {
         guard exists else { return nil }
-        guard isFlat else { return document?.canonicalJSON }
+        guard isFlat else {
+            guard let bytes = nestedDocumentJSON() else { return document?.canonicalJSON }
+            return String(decoding: bytes, as: UTF8.self)
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(byteSize + 2 * fields.count + 2)
         bytes.append(UInt8(ascii: "{"))
@@ -479,5 +483,66 @@ extension DocumentState {
         }
         bytes.append(UInt8(ascii: "}"))
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The canonical JSON of a document with nested fields, written from the fields without a
+    /// `Value` tree: sorted segment by segment, the live paths come in the order canonical JSON
+    /// writes them. `nil` for a state this does not cover, which the caller builds as a `Value`:
+    /// a path that is not ASCII (canonically equivalent names would be one key there), or a live
+    /// path within another (a broken state, where the newer field shows).
+    func nestedDocumentJSON() -> [UInt8]? {
+        var live: [(path: [UInt8], field: Field)] = []
+        live.reserveCapacity(fields.count)
+        for (path, field) in fields where field.isLive {
+            let bytes = Array(path.dotted.utf8)
+            guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
+            live.append((bytes, field))
+        }
+        live.sort { Self.precedesSegmentBySegment($0.path, $1.path) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(byteSize + 4 * live.count + 2)
+        bytes.append(UInt8(ascii: "{"))
+        var open: [ArraySlice<UInt8>] = []  // the maps open below the root, outermost first
+        var previous: [ArraySlice<UInt8>] = []
+        func writeKey(_ segment: ArraySlice<UInt8>) {
+            // After a value or a closed map, a comma; right after an opened map, none.
+            if bytes.last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
+            Value.writeJSONString(String(decoding: segment, as: UTF8.self), to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+        }
+        for (path, field) in live {
+            let segments = path.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+            // Sorted, a path within another comes right after it.
+            if !previous.isEmpty, previous.count < segments.count, previous.elementsEqual(segments.prefix(previous.count)) { return nil }
+            previous = segments
+            var common = 0
+            while common < open.count, common < segments.count - 1, open[common].elementsEqual(segments[common]) { common += 1 }
+            while open.count > common {
+                bytes.append(UInt8(ascii: "}"))
+                open.removeLast()
+            }
+            for segment in segments[common..<(segments.count - 1)] {
+                writeKey(segment)
+                bytes.append(UInt8(ascii: "{"))
+                open.append(segment)
+            }
+            writeKey(segments[segments.count - 1])
+            switch field {
+            case .register(let register): (register.value ?? .null).writeCanonicalJSON(to: &bytes)
+            case .set(let set): Value.array(set.sortedElements).writeCanonicalJSON(to: &bytes)
+            }
+        }
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "}"), count: open.count + 1))
+        return bytes
+    }
+
+    /// Whether ASCII path `left` sorts before `right` segment by segment: a segment that is a
+    /// prefix of another comes first (the separator sorts below every other byte).
+    private static func precedesSegmentBySegment(_ left: [UInt8], _ right: [UInt8]) -> Bool {
+        func rank(_ byte: UInt8) -> UInt8 { byte == UInt8(ascii: ".") ? 0 : byte }
+        for (leftByte, rightByte) in zip(left, right) where leftByte != rightByte {
+            return rank(leftByte) < rank(rightByte)
+        }
+        return left.count < right.count
     }
 }

@@ -73,7 +73,12 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
 
     public func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result {
         try writerLock.withLock {
-            try writer.write { database in try body(SQLiteServerTransaction(database: database)) }
+            try writer.write { database in
+                let transaction = SQLiteServerTransaction(database: database)
+                let result = try body(transaction)
+                try transaction.flush()
+                return result
+            }
         }
     }
 
@@ -141,8 +146,20 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
 }
 
 /// A write transaction on the SQLite store's writer connection.
-private struct SQLiteServerTransaction: ServerTransaction {
+///
+/// A document read or written stays in memory until the commit, and is written once, as last
+/// written: a batch that changes one document many times (an app writing a cart among other
+/// documents) decodes and encodes its state once, not once a change.
+private final class SQLiteServerTransaction: ServerTransaction {
     let database: Database
+    /// Documents read or written in this transaction (`nil`: known not to exist).
+    private var documents: [DocumentKey: StoredDocument?] = [:]
+    /// Writes not yet made, by document, with the time a deleted one was deleted.
+    private var unsaved: [DocumentKey: (document: StoredDocument, time: Date)] = [:]
+
+    init(database: Database) {
+        self.database = database
+    }
 
     func client(_ clientID: String) throws -> ClientRecord? {
         try database.queryFirst("SELECT user_id, sequence, digest, answer FROM clients WHERE client_id = ?", [.text(clientID)]) { row in
@@ -159,7 +176,10 @@ private struct SQLiteServerTransaction: ServerTransaction {
     }
 
     func document(_ key: DocumentKey) throws -> StoredDocument? {
-        try SQLiteServerStore.document(key, in: database)
+        if let known = documents[key] { return known }
+        let document = try SQLiteServerStore.document(key, in: database)
+        documents[key] = document
+        return document
     }
 
     func nextVersion() throws -> Version {
@@ -168,6 +188,17 @@ private struct SQLiteServerTransaction: ServerTransaction {
     }
 
     func saveDocument(_ document: StoredDocument, at time: Date) throws {
+        documents[document.key] = document
+        unsaved[document.key] = (document, time)
+    }
+
+    /// Makes the writes, each document once.
+    func flush() throws {
+        for (document, time) in unsaved.values { try write(document, at: time) }
+        unsaved = [:]
+    }
+
+    private func write(_ document: StoredDocument, at time: Date) throws {
         var state: [UInt8] = []
         document.state.writeEncoded(to: &state)
         try database.run("""

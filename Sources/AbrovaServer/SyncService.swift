@@ -137,10 +137,11 @@ public final class SyncService: Sendable {
         let rules = rules.rules(for: change.key.collection)
         let before = try transaction.document(change.key)
         var state = before?.state ?? DocumentState()
-        // Judged on the change as sent: after an earlier change of the batch, the answer carries the
-        // state, which the client joins (it would not rebase the change itself).
-        let isUncontested = state.isUncontested(by: change.delta)
         let delta = ownVersions.isEmpty ? change.delta : change.delta.rebased(onto: state, ownVersions: ownVersions)
+        // Judged on the rebased change: after an earlier change of the batch that nobody else's write
+        // followed, it is uncontested, and the client, which rebases it the same way, computes the
+        // state (a document written many times in a batch would otherwise be sent back each time).
+        let isUncontested = state.isUncontested(by: delta)
         // Every change takes a version, applied or not: versions are unique and follow commit
         // order; they need not be dense.
         let version = try transaction.nextVersion()

@@ -117,10 +117,12 @@ extension LocalStore {
                     if let server {
                         state.merge(server)
                     } else if state.version < version {
-                        // Uncontested: the server's state is ours with the change joined. (From a
-                        // version on, a pull already brought a state that holds the change.) Should
-                        // the join fail here (it did not on the server), the next pull brings it.
-                        _ = try? ConflictStrategy.merge.apply(change.delta, to: &state, version: version)
+                        // Uncontested: the server's state is ours with the change joined, rebased as
+                        // the server rebased it past this batch's earlier changes of the document.
+                        // (From a version on, a pull already brought a state that holds the change.)
+                        // Should the join fail here (it did not on the server), the next pull brings it.
+                        let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
+                        _ = try? ConflictStrategy.merge.apply(delta, to: &state, version: version)
                     }
                     ownVersions[change.key, default: []].insert(version)
                     if !conflicts.isEmpty { report.conflicts[change.key, default: []] += conflicts }

@@ -136,7 +136,9 @@ public actor LocalStore {
         } catch {
             throw StoreError(error)
         }
-        var document = try loaded(key)
+        // Out of the cache, the view is this function's alone and changes in place, without a copy.
+        // Should anything below fail, the entry stays out and is rebuilt from the file when needed.
+        var document = try takenFromCache(key)
         if requiresExisting && !document.view.exists {
             throw StoreError(.documentNotFound, "\(key) does not exist")
         }
@@ -146,9 +148,6 @@ public actor LocalStore {
         } catch let error as ValueError {
             throw StoreError(error)
         }
-        // Out of the cache, the view is this function's alone and changes in place, without a copy.
-        // Should anything below fail, the entry stays out and is rebuilt from the file when needed.
-        cache[key] = nil
         document.view.applyLocally(delta, at: Self.localVersion)
         do {
             try document.view.checkSize()
@@ -158,7 +157,7 @@ public actor LocalStore {
         let view = document.view
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
-            if var tail, tail.key == key {
+            if tail?.key == key, var tail {
                 tail.delta.compose(with: delta)
                 tail.writes += 1
                 try database.run("UPDATE pending SET delta = ?, writes = ?, view = ? WHERE sequence = ?",
@@ -172,7 +171,7 @@ public actor LocalStore {
         }
         tail = newTail
         remember(document, for: key)
-        unsent[key] = UnsentDocument(viewJSON: viewJSON, writes: (unsent[key]?.writes ?? 0) + 1)
+        unsent[key, default: UnsentDocument(viewJSON: nil, writes: 0)].add(writeShowing: viewJSON)
         unsentWriteCount += 1
         notify(changed: [key])
         return DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
@@ -291,6 +290,12 @@ public actor LocalStore {
     struct UnsentDocument {
         var viewJSON: String?
         var writes: Int
+
+        /// Counts one more write, after which the document shows `viewJSON`.
+        mutating func add(writeShowing viewJSON: String?) {
+            self.viewJSON = viewJSON
+            writes += 1
+        }
     }
 
     /// A pending change: one document's coalesced consecutive writes.
@@ -311,6 +316,15 @@ public actor LocalStore {
         }
         let document = CachedDocument(confirmed: confirmed, view: view)
         remember(document, for: key)
+        return document
+    }
+
+    /// The document's confirmed state and view, taken out of the cache (one lookup when it is
+    /// there) or rebuilt from the file: the caller's copy is then the only one, and changes in place.
+    func takenFromCache(_ key: DocumentKey) throws -> CachedDocument {
+        if let cached = cache.removeValue(forKey: key) { return cached }
+        let document = try loaded(key)
+        cache[key] = nil
         return document
     }
 

@@ -48,6 +48,7 @@ public final class FaultProxy: Sendable {
         var fault = Fault.none
         var faultsInjected = 0
         var connections = 0
+        var forwarded = ForwardedBytes()
         var isStopped = false
         /// Open connections, by their client socket.
         var open: [Int32: Connection] = [:]
@@ -75,6 +76,40 @@ public final class FaultProxy: Sendable {
 
     /// How many connections clients have opened.
     public var connectionCount: Int { state.withLock { $0.connections } }
+
+    /// Bytes the proxy has forwarded each way, as they went on the wire (HTTP heads and bodies as
+    /// sent, compressed or not).
+    public struct ForwardedBytes: Hashable, Sendable {
+        /// From clients to the server: requests.
+        public var towardServer = 0
+        /// From the server to clients: answers.
+        public var towardClients = 0
+        /// Both ways.
+        public var total: Int { towardServer + towardClients }
+
+        public init(towardServer: Int = 0, towardClients: Int = 0) {
+            self.towardServer = towardServer
+            self.towardClients = towardClients
+        }
+
+        /// What was forwarded since `earlier`.
+        public func since(_ earlier: ForwardedBytes) -> ForwardedBytes {
+            ForwardedBytes(towardServer: towardServer - earlier.towardServer, towardClients: towardClients - earlier.towardClients)
+        }
+    }
+
+    /// Bytes forwarded so far, both ways (duplicated requests count once, as the client sent them).
+    ///
+    ///     let before = proxy.forwardedBytes
+    ///     await device.forceSyncNow()
+    ///     print(proxy.forwardedBytes.since(before).total)
+    public var forwardedBytes: ForwardedBytes { state.withLock { $0.forwarded } }
+
+    private func countForwarded(_ count: Int, towardServer: Bool) {
+        state.withLock { state in
+            if towardServer { state.forwarded.towardServer += count } else { state.forwarded.towardClients += count }
+        }
+    }
 
     /// Stops accepting and closes every connection.
     public func stop() {
@@ -163,7 +198,7 @@ public final class FaultProxy: Sendable {
             case .cutRequest(let limit) where towardServer, .cutResponse(let limit) where !towardServer:
                 if forwarded + chunk.count > limit {
                     chunk = Array(chunk.prefix(max(0, limit - forwarded)))
-                    _ = Socket.sendAll(destination, chunk)
+                    if Socket.sendAll(destination, chunk) { countForwarded(chunk.count, towardServer: towardServer) }
                     self.count()
                     connection.resetAll()
                     break loop
@@ -176,6 +211,7 @@ public final class FaultProxy: Sendable {
             if towardServer, let twin = connection.twin { _ = Socket.sendAll(twin, chunk) }
             guard Socket.sendAll(destination, chunk) else { break }
             forwarded += chunk.count
+            countForwarded(chunk.count, towardServer: towardServer)
         }
         // Half-close: the other side hears the end of this direction; the last pump out closes all.
         shutdown(destination, Int32(SHUT_WR))

@@ -32,11 +32,11 @@ public struct InMemoryServer: Sendable {
                 continue
             }
             var state = documents[change.key] ?? DocumentState()
-            let isUncontested = state.isUncontested(by: change.delta)
+            let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
+            let isUncontested = state.isUncontested(by: delta)
             let next = version.next
             version = next  // every change takes a version, applied or not
             do {
-                let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
                 let report = try strategy.apply(delta, to: &state, version: next)
                 if strategy == .manual && !report.conflicts.isEmpty {
                     answer.append(.unresolved(state: state, conflicts: report.conflicts))

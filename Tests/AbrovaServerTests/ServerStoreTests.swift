@@ -31,6 +31,46 @@ extension ServerSuites {
             }
         }
 
+        /// A document written several times in one transaction reads back as last written inside
+        /// it, and is committed once, at its last version (the stores keep the writes until the
+        /// commit); one whose transaction fails is not written at all.
+        @Test(arguments: StoreKind.available)
+        func aDocumentWrittenSeveralTimesInATransactionCommitsAsLastWritten(kind: StoreKind) throws {
+            let test = try TestStore(kind)
+            let key = DocumentKey(collection: "items", id: "cart")
+            let last = try test.store.write { transaction in
+                var written: StoredDocument?
+                for step in 1...3 {
+                    let before = try transaction.document(key)
+                    #expect(before == written, "the transaction sees its own writes")
+                    let version = try transaction.nextVersion()
+                    let delta: DocumentDelta = if let before {
+                        try .update(set: [try FieldPath("n"): .int(Int64(step))], base: before.version)
+                    } else {
+                        try .create(["n": .int(Int64(step))], base: .zero)
+                    }
+                    let state = (before?.state ?? DocumentState()).applyingLocally(delta, at: version)
+                    let document = StoredDocument(key: key, owner: "ana", version: version, state: state)
+                    try transaction.saveDocument(document, at: now)
+                    written = document
+                }
+                return try #require(written)
+            }
+            #expect(try test.store.document(key) == last)
+            #expect(try test.store.document(key)?.state.document == ["n": 3])
+            #expect(try test.store.changes(after: .zero, limit: 10, collections: nil) == [last])
+
+            struct Abandoned: Error {}
+            #expect(throws: Abandoned.self) {
+                try test.store.write { transaction in
+                    let version = try transaction.nextVersion()
+                    try transaction.saveDocument(try self.document("abandoned", at: version), at: self.now)
+                    throw Abandoned()
+                }
+            }
+            #expect(try test.store.document(DocumentKey(collection: "items", id: "abandoned")) == nil)
+        }
+
         /// The late commit: a transaction holding a lower version commits after a higher one could
         /// have been pulled. The puller's next pull must still deliver it.
         @Test(arguments: StoreKind.available)

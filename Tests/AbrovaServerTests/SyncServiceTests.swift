@@ -135,8 +135,9 @@ extension ServerSuites {
                                             (cart, try .update(set: [path("qty"): 3], base: seen))],
                                            as: "ana", sequence: 2, strategy: strategy)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 3, "items": "x"])
-            guard case .applied(_, _, let conflicts)? = results.last else { Issue.record("\(results)"); return }
+            guard case .applied(_, let state, let conflicts)? = results.last else { Issue.record("\(results)"); return }
             #expect(conflicts.isEmpty)
+            #expect(state == nil, "rebased past the batch's first change, the later one is uncontested: the client computes the state")
 
             // A write by someone else since the base still conflicts, in the later change too.
             let latest = try fixture.service.document(cart, caller: .user("ana")).version
@@ -146,8 +147,9 @@ extension ServerSuites {
                                           (cart, try .update(set: [path("qty"): 5, path("items"): "y"], base: latest))],
                                          as: "ana", sequence: 3, strategy: strategy)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 7, "items": "y"])
-            guard case .applied(_, _, let later)? = again.last else { Issue.record("\(again)"); return }
+            guard case .applied(_, let answered?, let later)? = again.last else { Issue.record("\(again)"); return }
             #expect(later.map(\.path) == [path("qty")])
+            #expect(answered == (try fixture.service.document(cart, caller: .user("ana")).state), "contested: the answer carries the state")
         }
 
         /// The same, when another client wrote next to the path before the batch came: the cart was

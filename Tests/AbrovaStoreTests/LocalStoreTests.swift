@@ -127,6 +127,35 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(try await store.document(cart).data == ["items": ["milk"]])
     }
 
+    /// A cart written many times among other documents: after its first change, the server judges
+    /// each later one uncontested (rebased past the batch's earlier ones) and sends no state; the
+    /// store rebases each the same way and ends with the server's state, sets, removals and all.
+    @Test func aDocumentWrittenManyTimesInOneBatchSettlesToTheServersStateWithoutStates() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        let other = DocumentKey(collection: "carts", id: "c2")
+        try server.write(try DocumentDelta.create(["owner": "ana"], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+
+        for item in ["milk", "eggs", "bread"] {
+            try await store.updateData(for: cart, set: [path("qty.\(item)"): 1], setAdd: [path("items"): [.string(item)]])
+            try await store.setData(["n": .string(item)], for: other)
+        }
+        try await store.updateData(for: cart, set: [path("qty.milk"): 3])
+        try await store.setData(["n": "last"], for: other)
+        try await store.updateData(for: cart, remove: [path("qty.eggs")], setRemove: [path("items"): ["eggs"]])
+        let frozen = try #require(try await store.freezeBatch())
+        #expect(frozen.batch.changes.filter { $0.key == cart }.count == 5)
+        let answer = server.push(frozen.batch, strategy: .merge)
+        #expect(answer.allSatisfy { if case .applied(_, nil, []) = $0 { true } else { false } }, "every change is uncontested: \(answer)")
+        _ = try await store.settle(batch: frozen.batch.sequence, results: answer)
+        #expect(try await store.confirmedState(of: cart) == server.documents[cart])
+        #expect(try await store.confirmedState(of: other) == server.documents[other])
+        #expect(server.documents[cart]?.document == ["owner": "ana", "items": ["bread", "milk"], "qty": ["bread": 1, "milk": 3]])
+        #expect(try await store.document(cart).data == server.documents[cart]?.document)
+    }
+
     @Test func writesToSeveralDocumentsKeepTheirOrder() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         try await store.setData(["grant": true], for: list)

@@ -128,4 +128,26 @@ import Testing
         proxy.stop()
         await live.stop()
     }
+
+    @Test func forwardedBytesCountEachWayExactlyWhatWasSent() async throws {
+        let live = try LiveSyncServer()
+        let proxy = try FaultProxy(upstreamPort: live.server.port)
+        #expect(proxy.forwardedBytes == FaultProxy.ForwardedBytes())
+        let request = Array("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+        let connection = try RawHTTPConnection(port: proxy.port)
+        try connection.send(request)
+        let answer = try connection.readUntilClosed()
+        #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        // The answer has reached the client once it is read; the count may trail by the pump's
+        // last step.
+        #expect(await eventually { proxy.forwardedBytes == FaultProxy.ForwardedBytes(towardServer: request.count, towardClients: answer.count) })
+        let before = proxy.forwardedBytes
+        let sync = try device(through: proxy, live)
+        _ = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
+        let traffic = proxy.forwardedBytes.since(before)
+        #expect(traffic.towardServer > 0 && traffic.towardClients > 0)
+        #expect(traffic.total == traffic.towardServer + traffic.towardClients)
+        proxy.stop()
+        await live.stop()
+    }
 }

@@ -1,0 +1,29 @@
+@testable import AbrovaCore
+import Testing
+
+@Suite struct DocumentJSONTests {
+    /// Nested documents are written from their fields in canonical order: a name that is a prefix
+    /// of another (`a`, `ab`) and names with bytes below the separator (`a-c`, `a c`) sort as
+    /// canonical JSON sorts keys at each level. (The property test above compares random states.)
+    @Test func aNestedDocumentIsWrittenInCanonicalOrderWithoutAValueTree() throws {
+        var state = DocumentState()
+        state.applyLocally(try DocumentDelta.create(["b": 1], base: .zero), at: Version(1))
+        let paths = ["a.x", "ab", "a-c", "a.y.z", "a.y.w", "c.d", "a c"]
+        let assignments = Dictionary(uniqueKeysWithValues: try paths.enumerated().map { (try FieldPath($1), Value.int(Int64($0))) })
+        state.applyLocally(try DocumentDelta.update(set: assignments, base: Version(1)), at: Version(2))
+        state.applyLocally(try DocumentDelta.update(setAdd: [try FieldPath("s.t"): ["milk", "eggs"]], base: Version(2)), at: Version(3))
+        let written = try #require(state.nestedDocumentJSON())
+        #expect(String(decoding: written, as: UTF8.self) == state.document?.canonicalJSON)
+        #expect(state.documentJSON == #"{"a":{"x":0,"y":{"w":4,"z":3}},"a c":6,"a-c":2,"ab":1,"b":1,"c":{"d":5},"s":{"t":["eggs","milk"]}}"#)
+    }
+
+    /// A name that is not ASCII is left to the `Value` tree, which makes canonically equivalent
+    /// names one key.
+    @Test func aNameThatIsNotASCIIIsLeftToTheValueTree() throws {
+        var state = DocumentState()
+        state.applyLocally(try DocumentDelta.create(["b": 1], base: .zero), at: Version(1))
+        state.applyLocally(try DocumentDelta.update(set: [try FieldPath("caf\u{E9}.x"): 1], base: Version(1)), at: Version(2))
+        #expect(state.nestedDocumentJSON() == nil)
+        #expect(state.documentJSON == state.document?.canonicalJSON)
+    }
+}
