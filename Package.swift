@@ -46,7 +46,7 @@ let package = Package(
         // `abrova serve` and `abrova demo`.
         .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaDemo"]),
         .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
-                                                               "AbrovaServer", "AbrovaHTTP", "AbrovaWire"]),
+                                                               "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync"]),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
         // Fuzz targets over the wire decoders, zstd and the server's HTTP handling, with their

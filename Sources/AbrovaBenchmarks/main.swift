@@ -6,6 +6,7 @@
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == InitialSyncDevice.flag { await InitialSyncDevice.run(Array(arguments.dropFirst())) }
 let options = BenchmarkOptions(arguments: arguments)
 
 print("# abrova-bench")
@@ -20,6 +21,8 @@ CoreBenchmarks(options: options).run(into: &report)
 let storeReport = report
 report = await Task.detached { await StoreBenchmarks(options: options).run(adding: storeReport) }.value
 ServerBenchmarks(options: options).run(into: &report)
+let syncReport = report
+report = await Task.detached { await SyncBenchmarks(options: options).run(adding: syncReport) }.value
 report.printTable()
 if let path = options.jsonPath {
     do {
