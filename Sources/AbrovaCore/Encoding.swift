@@ -388,36 +388,74 @@ extension DocumentState {
     /// "s": {path: {"s": [[element, addedAt], ...], "v": version}}, "t": {path: version}}` (live
     /// registers, sets, removed fields), or the whole compact form when the view cannot carry it.
     public func writeVersions(to bytes: inout [UInt8]) {
+        writeVersions(to: &bytes, sortedFields: sortedFields)
+    }
+
+    /// `writeVersions(to:)`'s bytes and `documentJSON`, from one sort of the fields: the device
+    /// store writes both for every document it saves.
+    public var storedForms: (versions: [UInt8], view: String?) {
+        let sorted = sortedFields
+        var versions: [UInt8] = []
+        versions.reserveCapacity(24 + 16 * fields.count)
+        writeVersions(to: &versions, sortedFields: sorted)
+        return (versions, documentJSON(sortedFields: sorted))
+    }
+
+    /// The positions of the fields in path order, the order of every canonical map of them.
+    /// (Positions, not entries: sorting entries would copy, and retain, every value.)
+    var sortedFields: [Dictionary<FieldPath, Field>.Index] { fields.keys.indices.sorted { fields.keys[$0] < fields.keys[$1] } }
+
+    private func writeVersions(to bytes: inout [UInt8], sortedFields: [Dictionary<FieldPath, Field>.Index]) {
         guard isCarriedByView else {
             writeEncoded(to: &bytes)
             return
         }
-        // Keys in canonical order: e, r, s, t; each map's paths sorted. One sorted pass sorts the fields
-        // into the three maps.
-        var registers: [(key: FieldPath, value: Version)] = []
-        var sets: [(FieldPath, ObservedRemoveSet)] = []
-        var tombstones: [(key: FieldPath, value: Version)] = []
-        for (path, field) in fields.sorted(by: { $0.key < $1.key }) {
-            switch field {
-            case .register(let register) where register.value != nil: registers.append((path, register.version))
-            case .register(let register): tombstones.append((path, register.version))
-            case .set(let set): sets.append((path, set))
-            }
-        }
+        // Keys in canonical order: e, r, s, t; each map's paths in the fields' sorted order.
         bytes.append(contentsOf: #"{"e":[1,"#.utf8)
         Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
-        bytes.append(contentsOf: #"],"r":"#.utf8)
-        Version.writeMap(registers, to: &bytes)
-        bytes.append(contentsOf: #","s":{"#.utf8)
-        for (index, (path, set)) in sets.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(contentsOf: #"],"r":{"#.utf8)
+        var isFirst = true
+        var hasOthers = false
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard case .register(let register) = field, register.value != nil else {
+                hasOthers = true
+                continue
+            }
+            Self.writeEntry(path, register.version, isFirst: &isFirst, to: &bytes)
+        }
+        guard hasOthers else {
+            bytes.append(contentsOf: #"},"s":{},"t":{}}"#.utf8)
+            return
+        }
+        bytes.append(contentsOf: #"},"s":{"#.utf8)
+        isFirst = true
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard case .set(let set) = field else { continue }
+            if !isFirst { bytes.append(UInt8(ascii: ",")) }
+            isFirst = false
             Value.writeJSONString(path.dotted, to: &bytes)
             bytes.append(UInt8(ascii: ":"))
             set.writeEncoded(to: &bytes)
         }
-        bytes.append(contentsOf: #"},"t":"#.utf8)
-        Version.writeMap(tombstones, to: &bytes)
-        bytes.append(UInt8(ascii: "}"))
+        bytes.append(contentsOf: #"},"t":{"#.utf8)
+        isFirst = true
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard case .register(let register) = field, register.value == nil else { continue }
+            Self.writeEntry(path, register.version, isFirst: &isFirst, to: &bytes)
+        }
+        bytes.append(contentsOf: "}}".utf8)
+    }
+
+    /// Appends `"path":version` to a map being written.
+    private static func writeEntry(_ path: FieldPath, _ version: Version, isFirst: inout Bool, to bytes: inout [UInt8]) {
+        if !isFirst { bytes.append(UInt8(ascii: ",")) }
+        isFirst = false
+        Value.writeJSONString(path.dotted, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
     }
 
     /// Reads a state stored with `writeVersions(to:)` beside `view`, the document it shows.
@@ -462,12 +500,19 @@ extension DocumentState {
     /// fields when nothing nests, without building the document first.
     public var documentJSON: String? {
         guard exists else { return nil }
+        return isFlat ? documentJSON(sortedFields: sortedFields) : document?.canonicalJSON
+    }
+
+    private func documentJSON(sortedFields: [Dictionary<FieldPath, Field>.Index]) -> String? {
+        guard exists else { return nil }
         guard isFlat else { return document?.canonicalJSON }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(byteSize + 2 * fields.count + 2)
         bytes.append(UInt8(ascii: "{"))
         var first = true
-        for (path, field) in fields.sorted(by: { $0.key < $1.key }) where field.isLive {
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard field.isLive else { continue }
             if !first { bytes.append(UInt8(ascii: ",")) }
             first = false
             Value.writeJSONString(path.dotted, to: &bytes)

@@ -364,6 +364,11 @@ import Testing
                 }
                 if read != state { return "read back differently: \(read.shownContent) vs \(state.shownContent)" }
                 if state.documentJSON != viewText { return "documentJSON \(state.documentJSON ?? "nil") is not \(viewText ?? "nil")" }
+                if versions.canonicalJSON != String(decoding: bytes, as: UTF8.self) {
+                    return "the versions are not canonical JSON: \(String(decoding: bytes, as: UTF8.self))"
+                }
+                let forms = state.storedForms
+                if forms.versions != bytes || forms.view != viewText { return "storedForms differs from writeVersions and documentJSON" }
             }
             return nil
         }
