@@ -43,28 +43,34 @@ extension DocumentState {
         for (dotted, encodedField) in parts["f"]?.mapValue ?? [:] {
             let path = try FieldPath(dotted)
             try path.checkNotRoot()
-            switch encodedField {
-            case .array(let items) where items.count == 1:
-                fields[path] = .register(Register(value: nil, version: try Version(encoded: items[0], field: dotted)))
-            case .array(let items) where items.count == 2:
-                try items[0].validate(at: path, depth: path.depth)
-                fields[path] = .register(Register(value: items[0], version: try Version(encoded: items[1], field: dotted)))
-            case .map(let setParts):
-                var elements: [Value: Version] = [:]
-                for pair in setParts["s"]?.arrayValue ?? [] {
-                    guard case .array(let items) = pair, items.count == 2 else {
-                        throw ValueError(.malformedJSON, field: dotted, detail: "not a set element")
-                    }
-                    try items[0].validate(at: path, depth: path.depth + 1)
-                    elements[items[0]] = try Version(encoded: items[1], field: dotted)
-                }
-                let version = try Version(encoded: setParts["v"] ?? .null, field: dotted)
-                fields[path] = .set(ObservedRemoveSet(elements: elements, version: version))
-            default:
-                throw ValueError(.malformedJSON, field: dotted, detail: "not a field")
-            }
+            fields[path] = try Self.decodeField(encodedField, at: path)
         }
         self.init(existence: existence, fields: fields)
+    }
+
+    /// Reads one field's compact form: `[value, version]`, `[version]` or a set.
+    static func decodeField(_ encodedField: Value, at path: FieldPath) throws(ValueError) -> Field {
+        let dotted = path.dotted
+        switch encodedField {
+        case .array(let items) where items.count == 1:
+            return .register(Register(value: nil, version: try Version(encoded: items[0], field: dotted)))
+        case .array(let items) where items.count == 2:
+            try items[0].validate(at: path, depth: path.depth)
+            return .register(Register(value: items[0], version: try Version(encoded: items[1], field: dotted)))
+        case .map(let setParts):
+            var elements: [Value: Version] = [:]
+            for pair in setParts["s"]?.arrayValue ?? [] {
+                guard case .array(let items) = pair, items.count == 2 else {
+                    throw ValueError(.malformedJSON, field: dotted, detail: "not a set element")
+                }
+                try items[0].validate(at: path, depth: path.depth + 1)
+                elements[items[0]] = try Version(encoded: items[1], field: dotted)
+            }
+            let version = try Version(encoded: setParts["v"] ?? .null, field: dotted)
+            return .set(ObservedRemoveSet(elements: elements, version: version))
+        default:
+            throw ValueError(.malformedJSON, field: dotted, detail: "not a field")
+        }
     }
 }
 
