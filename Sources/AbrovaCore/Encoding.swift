@@ -276,28 +276,41 @@ extension Batch: EncodedAsValue {
 extension DocumentState {
     /// Appends the canonical JSON of `encoded`.
     public func writeEncoded(to bytes: inout [UInt8]) {
+        writeEncoded(to: &bytes, sortedFields: sortedFields)
+    }
+
+    /// The document's canonical JSON (`nil` when it does not exist) and the compact form, from one
+    /// sort of the fields: a pulled page carries both for every document.
+    public var documentJSONAndEncoded: (documentJSON: String?, encoded: [UInt8]) {
+        let sorted = sortedFields
+        var encoded: [UInt8] = []
+        encoded.reserveCapacity(32 + byteSize + 16 * fields.count)
+        writeEncoded(to: &encoded, sortedFields: sorted)
+        return (documentJSON(sortedFields: sorted), encoded)
+    }
+
+    func writeEncoded(to bytes: inout [UInt8], sortedFields: [Dictionary<FieldPath, Field>.Index]) {
         bytes.append(contentsOf: #"{"e":["#.utf8)
         bytes.append(existence.exists ? UInt8(ascii: "1") : UInt8(ascii: "0"))
         bytes.append(UInt8(ascii: ","))
-        Value.int(Int64(bitPattern: existence.version.rawValue)).writeCanonicalJSON(to: &bytes)
+        Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
         bytes.append(contentsOf: #"],"f":{"#.utf8)
-        for (index, path) in fields.keys.sorted().enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+        for (position, index) in sortedFields.enumerated() {
+            let (path, field) = fields[index]
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
             Value.writeJSONString(path.dotted, to: &bytes)
             bytes.append(UInt8(ascii: ":"))
-            switch fields[path] {
-            case .register(let register)?:
+            switch field {
+            case .register(let register):
                 bytes.append(UInt8(ascii: "["))
                 if let value = register.value {
                     value.writeCanonicalJSON(to: &bytes)
                     bytes.append(UInt8(ascii: ","))
                 }
-                register.version.encoded.writeCanonicalJSON(to: &bytes)
+                Value.writeDecimal(Int64(bitPattern: register.version.rawValue), to: &bytes)
                 bytes.append(UInt8(ascii: "]"))
-            case .set(let set)?:
+            case .set(let set):
                 set.writeEncoded(to: &bytes)
-            case nil:
-                bytes.append(contentsOf: "null".utf8)
             }
         }
         bytes.append(contentsOf: "}}".utf8)
@@ -413,7 +426,7 @@ extension DocumentState {
 
     private func writeVersions(to bytes: inout [UInt8], sortedFields: [Dictionary<FieldPath, Field>.Index]) {
         guard isCarriedByView else {
-            writeEncoded(to: &bytes)
+            writeEncoded(to: &bytes, sortedFields: sortedFields)
             return
         }
         // Keys in canonical order: e, r, s, t; each map's paths in the fields' sorted order.

@@ -55,24 +55,26 @@ extension DocumentState {
     private static func readFields(from reader: inout JSONReader) throws -> [FieldPath: Field]? {
         guard try reader.beginObject() else { return nil }
         var fields: [FieldPath: Field] = [:]
+        fields.reserveCapacity(16)
         while let dotted = try reader.nextKey() {
             let path = try FieldPath(dotted)
             try path.checkNotRoot()
-            guard fields[path] == nil else { return nil }
-            guard try reader.beginArray() else {
-                fields[path] = try decodeField(try reader.readValue(), at: path)
-                continue
-            }
-            guard try reader.nextElement() else { return nil }
-            let first = try reader.readValue()
-            if try reader.nextElement() {
-                guard let version = try readVersion(from: &reader), !(try reader.nextElement()) else { return nil }
-                try first.validate(at: path, depth: path.depth)
-                fields[path] = .register(Register(value: first, version: version))
+            let field: Field
+            if try reader.beginArray() {
+                guard try reader.nextElement() else { return nil }
+                let first = try reader.readValue()
+                if try reader.nextElement() {
+                    guard let version = try readVersion(from: &reader), !(try reader.nextElement()) else { return nil }
+                    try first.validate(at: path, depth: path.depth)
+                    field = .register(Register(value: first, version: version))
+                } else {
+                    guard case .int(let number) = first, number >= 0 else { return nil }
+                    field = .register(Register(value: nil, version: Version(UInt64(number))))
+                }
             } else {
-                guard case .int(let number) = first, number >= 0 else { return nil }
-                fields[path] = .register(Register(value: nil, version: Version(UInt64(number))))
+                field = try decodeField(try reader.readValue(), at: path)
             }
+            guard fields.updateValue(field, forKey: path) == nil else { return nil }  // a repeated path
         }
         return fields
     }

@@ -185,11 +185,13 @@ extension LocalStore {
     public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
+            var inserted: Set<DocumentKey> = []
             var unsentViews: [DocumentKey: String?] = [:]
             try database.write { database in
                 for (key, state) in documents {
                     // A document this device has never seen (the bulk of an initial sync) is just
-                    // inserted; the insert tells whether it was there after all.
+                    // inserted; the insert tells whether it was there after all. It is not kept in
+                    // memory: an initial sync would fill the cache, and empty it, again and again.
                     if updated[key] == nil, cache[key] == nil, unsent[key] == nil {
                         let (versions, view) = state.storedForms
                         try database.run("""
@@ -198,6 +200,7 @@ extension LocalStore {
                             """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])
                         if database.changes == 1 {
                             updated[key] = CachedDocument(confirmed: state, view: state)
+                            inserted.insert(key)
                             continue
                         }
                     }
@@ -221,7 +224,7 @@ extension LocalStore {
                 if let cursor { try setMeta("cursor", cursor, in: database) }
             }
             // Only now that the page is committed does memory follow it.
-            for (key, document) in updated { remember(document, for: key) }
+            for (key, document) in updated where !inserted.contains(key) { remember(document, for: key) }
             for (key, view) in unsentViews { unsent[key]?.viewJSON = view }
             notify(changed: Set(updated.keys), unsentWritesChanged: false)
         }

@@ -197,16 +197,17 @@ public struct ServerDocument: Hashable, Sendable {
     /// Appends the canonical JSON form.
     func write(to bytes: inout [UInt8]) {
         // Keys in canonical order: collection, data, deleted, id, state, version.
+        let (data, encoded) = state.documentJSONAndEncoded
         bytes.append(contentsOf: #"{"collection":"#.utf8)
         Value.writeJSONString(key.collection, to: &bytes)
-        if let data = state.documentJSON {
+        if let data {
             bytes.append(contentsOf: #","data":"#.utf8)
             bytes.append(contentsOf: data.utf8)
         }
         bytes.append(contentsOf: state.exists ? #","deleted":false,"id":"#.utf8 : #","deleted":true,"id":"#.utf8)
         Value.writeJSONString(key.id, to: &bytes)
         bytes.append(contentsOf: #","state":"#.utf8)
-        state.writeEncoded(to: &bytes)
+        bytes.append(contentsOf: encoded)
         bytes.append(contentsOf: #","version":"#.utf8)
         Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
         bytes.append(UInt8(ascii: "}"))
