@@ -14,7 +14,7 @@ struct SyncBenchmarks {
     let options: BenchmarkOptions
 
     /// Initial syncs, in documents on the server. The first is only for the growth figure.
-    private var sizes: [Int] { options.isQuick ? [1_000, 2_000, 10_000] : (ProcessInfo.processInfo.environment["ABROVA_BENCH_SIZES"].map { $0.split(separator: ",").compactMap { Int($0) } } ?? [1_000, 10_000, 100_000, 1_000_000]) }
+    private var sizes: [Int] { options.isQuick ? [1_000, 2_000, 10_000] : [1_000, 10_000, 100_000, 1_000_000] }
     /// Pending writes pushed, for the growth figure.
     private var pushSizes: [Int] { options.isQuick ? [500, 2_000, 5_000] : [1_000, 10_000, 100_000] }
 
