@@ -342,8 +342,8 @@ extension ServerDocument {
                 guard let read = DocumentState.readEncoded(from: &reader) else { return nil }
                 state = read
             case "data", "deleted":
-                // Not needed: the state says it all. Read only to check the JSON.
-                _ = try reader.readValue()
+                // Not needed: the state says it all. Only checked, as the tree reading checks it.
+                try reader.skipValue()
             default:
                 return nil
             }

@@ -443,3 +443,50 @@ import Testing
         #expect(onePass == Self.treeResult(bytes))
     }
 }
+
+/// `JSONReader.skipValue()` takes exactly what `readValue()` takes, on values and on texts
+/// mutated from them.
+@Suite struct SkipValuePropertyTests {
+    static func accepts(_ bytes: [UInt8], skipping: Bool) -> Bool {
+        var reader = JSONReader(bytes: bytes)
+        do {
+            if skipping { try reader.skipValue() } else { _ = try reader.readValue() }
+            try reader.finish()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    @Test func skippingTakesWhatReadingTakes() async {
+        let failure = await Property.check("skip agrees with read", generate: { choices in
+            let value = Value.map(Generate.data(&choices))
+            var text = value.canonicalJSON
+            // Texts canonical JSON never holds: escapes, non-ASCII, a repeated key, spaces.
+            switch choices.below(4) {
+            case 0: text = text.replacing("a", with: #"\u00e9"#)
+            case 1: text = text.replacing("{", with: #"{"k":1, "k" :2,"#).replacing(",}", with: "}")
+            case 2: text = text.replacing(":", with: " : ").replacing("e", with: "é")
+            default: break
+            }
+            let bytes = Array(text.utf8)
+            return (bytes: bytes, mutated: StateReadingPropertyTests.mutated(bytes, &choices))
+        }) { input in
+            for bytes in [input.bytes, input.mutated] {
+                let read = Self.accepts(bytes, skipping: false)
+                if Self.accepts(bytes, skipping: true) != read {
+                    return "\(String(decoding: bytes, as: UTF8.self)): readValue \(read ? "takes" : "refuses") it, skipValue does not"
+                }
+            }
+            return nil
+        }
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+
+    @Test(arguments: [#"{"a":1,"a":2}"#, #"{"caf\u00e9":1,"cafe\u0301":2}"#, #"{"a":{"b":[1,{"c":"\ud800"}]}}"#, #""\u00e9x""#,
+                      #"[1e999]"#, "\"\u{01}\"", #"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"a":10}"#, #"[01]"#, #""é""#])
+    func edgeCasesAgree(text: String) {
+        let bytes = Array(text.utf8)
+        #expect(Self.accepts(bytes, skipping: true) == Self.accepts(bytes, skipping: false))
+    }
+}
