@@ -369,6 +369,10 @@ import Testing
                 }
                 let forms = state.storedForms
                 if forms.versions != bytes || forms.view != viewText { return "storedForms differs from writeVersions and documentJSON" }
+                let wireForms = state.documentJSONAndEncoded
+                if wireForms.documentJSON != viewText || wireForms.encoded != Array(state.encoded.canonicalJSON.utf8) {
+                    return "documentJSONAndEncoded differs from documentJSON and the canonical compact form"
+                }
             }
             return nil
         }
