@@ -107,7 +107,7 @@ struct SyncBenchmarks {
     /// Runs this benchmark again as the device (`InitialSyncDevice`) and reads what it reports.
     private func runDevice(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> DeviceResult {
         let process = Process()
-        process.executableURL = ProcessBenchmarks.benchmarkFolder.appendingPathComponent("abrova-bench")
+        process.executableURL = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
         let storePath = folder.path("device-\(expected).sqlite")
         process.arguments = [InitialSyncDevice.flag, String(port), storePath, String(expected)]
         let output = Pipe()
@@ -283,7 +283,7 @@ enum InitialSyncDevice {
             await sync.close()
             if state != .idle { print("device ended \(state): \(lastError.map { "\($0)" } ?? "no error")") }
             let (reports, pulled) = await watcher.value
-            print("device pulled=\(pulled) seconds=\(seconds(elapsed)) peakKiB=\(residentKiB("VmHWM")) startKiB=\(startKiB) reports=\(reports)")
+            print("device pulled=\(pulled) seconds=\(seconds(elapsed)) peakKiB=\(peakKiB()) startKiB=\(startKiB) reports=\(reports)")
             exit(0)
         } catch {
             print("device failed: \(error)")
@@ -291,7 +291,18 @@ enum InitialSyncDevice {
         }
     }
 
-    /// A line of /proc/self/status in KiB (0 where there is none).
+    /// The peak resident memory in KiB: VmHWM on Linux, `ru_maxrss` (bytes) elsewhere.
+    static func peakKiB() -> Int {
+        #if os(Linux)
+        return residentKiB("VmHWM")
+        #else
+        var usage = rusage()
+        getrusage(RUSAGE_SELF, &usage)
+        return Int(usage.ru_maxrss) / 1024
+        #endif
+    }
+
+    /// A line of /proc/self/status in KiB (0 where there is none, as off Linux).
     static func residentKiB(_ name: String) -> Int {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
