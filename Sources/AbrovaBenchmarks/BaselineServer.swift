@@ -102,15 +102,16 @@ final class BaselineServer: @unchecked Sendable {
 }
 
 extension BaselineServer {
-    /// Writes rows straight into the table, in one transaction, for the pull figures.
-    func preload(_ rows: [(id: String, body: String)]) throws {
+    /// Writes rows straight into the table, in one transaction, for the pull figures; the first
+    /// takes seq `firstSequence`.
+    func preload(_ rows: [(id: String, body: String)], firstSequence: Int64 = 1) throws {
         try lock.withLock {
             try database.write { database in
                 for (index, row) in rows.enumerated() {
                     try database.run("INSERT INTO notes (id, body, version, seq) VALUES (?, ?, 1, ?)",
-                                     [.text(row.id), .text(row.body), .integer(Int64(index + 1))])
+                                     [.text(row.id), .text(row.body), .integer(firstSequence + Int64(index))])
                 }
-                try database.run("UPDATE sync_seq SET value = ?", [.integer(Int64(rows.count))])
+                try database.run("UPDATE sync_seq SET value = ?", [.integer(firstSequence + Int64(rows.count) - 1)])
             }
         }
     }

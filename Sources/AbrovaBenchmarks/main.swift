@@ -6,6 +6,7 @@
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == InitialSyncDevice.flag { await InitialSyncDevice.run(Array(arguments.dropFirst())) }
 let options = BenchmarkOptions(arguments: arguments)
 
 print("# abrova-bench")
@@ -24,6 +25,8 @@ if options.runs("cart workload") {
     report = await Task.detached { await CartWorkloadBenchmarks(options: options).run(adding: cartReport) }.value
 }
 ServerBenchmarks(options: options).run(into: &report)
+let syncReport = report
+report = await Task.detached { await SyncBenchmarks(options: options).run(adding: syncReport) }.value
 report.printTable()
 if let path = options.jsonPath {
     do {

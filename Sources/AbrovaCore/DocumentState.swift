@@ -114,7 +114,9 @@ public struct DocumentState: Hashable, Sendable {
         self.init()
         self.existence = existence
         version = existence.version
-        for (path, field) in fields { store(field, at: path) }
+        // The dictionary is taken as it is (its keys are distinct); only the bookkeeping is made.
+        self.fields = fields
+        for (path, field) in fields { noteAdded(field, at: path) }
     }
 
     /// Whether no stored path has a prefix other than the root: every field is top-level.
@@ -214,12 +216,19 @@ public struct DocumentState: Hashable, Sendable {
     mutating func store(_ field: Field, at path: FieldPath) {
         if let old = fields.updateValue(field, forKey: path) {
             byteSize -= Self.byteSize(of: old, at: path)
+            byteSize += Self.byteSize(of: field, at: path)
+            if field.version > version { version = field.version }
         } else {
-            var prefix = path
-            while let parent = prefix.parent {
-                if !interiorPaths.insert(parent).inserted { break }
-                prefix = parent
-            }
+            noteAdded(field, at: path)
+        }
+    }
+
+    /// Keeps the bookkeeping true for a field just put at a path that held none.
+    private mutating func noteAdded(_ field: Field, at path: FieldPath) {
+        var prefix = path
+        while let parent = prefix.parent {
+            if !interiorPaths.insert(parent).inserted { break }
+            prefix = parent
         }
         byteSize += Self.byteSize(of: field, at: path)
         if field.version > version { version = field.version }

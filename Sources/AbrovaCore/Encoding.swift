@@ -43,28 +43,34 @@ extension DocumentState {
         for (dotted, encodedField) in parts["f"]?.mapValue ?? [:] {
             let path = try FieldPath(dotted)
             try path.checkNotRoot()
-            switch encodedField {
-            case .array(let items) where items.count == 1:
-                fields[path] = .register(Register(value: nil, version: try Version(encoded: items[0], field: dotted)))
-            case .array(let items) where items.count == 2:
-                try items[0].validate(at: path, depth: path.depth)
-                fields[path] = .register(Register(value: items[0], version: try Version(encoded: items[1], field: dotted)))
-            case .map(let setParts):
-                var elements: [Value: Version] = [:]
-                for pair in setParts["s"]?.arrayValue ?? [] {
-                    guard case .array(let items) = pair, items.count == 2 else {
-                        throw ValueError(.malformedJSON, field: dotted, detail: "not a set element")
-                    }
-                    try items[0].validate(at: path, depth: path.depth + 1)
-                    elements[items[0]] = try Version(encoded: items[1], field: dotted)
-                }
-                let version = try Version(encoded: setParts["v"] ?? .null, field: dotted)
-                fields[path] = .set(ObservedRemoveSet(elements: elements, version: version))
-            default:
-                throw ValueError(.malformedJSON, field: dotted, detail: "not a field")
-            }
+            fields[path] = try Self.decodeField(encodedField, at: path)
         }
         self.init(existence: existence, fields: fields)
+    }
+
+    /// Reads one field's compact form: `[value, version]`, `[version]` or a set.
+    static func decodeField(_ encodedField: Value, at path: FieldPath) throws(ValueError) -> Field {
+        let dotted = path.dotted
+        switch encodedField {
+        case .array(let items) where items.count == 1:
+            return .register(Register(value: nil, version: try Version(encoded: items[0], field: dotted)))
+        case .array(let items) where items.count == 2:
+            try items[0].validate(at: path, depth: path.depth)
+            return .register(Register(value: items[0], version: try Version(encoded: items[1], field: dotted)))
+        case .map(let setParts):
+            var elements: [Value: Version] = [:]
+            for pair in setParts["s"]?.arrayValue ?? [] {
+                guard case .array(let items) = pair, items.count == 2 else {
+                    throw ValueError(.malformedJSON, field: dotted, detail: "not a set element")
+                }
+                try items[0].validate(at: path, depth: path.depth + 1)
+                elements[items[0]] = try Version(encoded: items[1], field: dotted)
+            }
+            let version = try Version(encoded: setParts["v"] ?? .null, field: dotted)
+            return .set(ObservedRemoveSet(elements: elements, version: version))
+        default:
+            throw ValueError(.malformedJSON, field: dotted, detail: "not a field")
+        }
     }
 }
 
@@ -270,28 +276,41 @@ extension Batch: EncodedAsValue {
 extension DocumentState {
     /// Appends the canonical JSON of `encoded`.
     public func writeEncoded(to bytes: inout [UInt8]) {
+        writeEncoded(to: &bytes, sortedFields: sortedFields)
+    }
+
+    /// The document's canonical JSON (`nil` when it does not exist) and the compact form, from one
+    /// sort of the fields: a pulled page carries both for every document.
+    public var documentJSONAndEncoded: (documentJSON: String?, encoded: [UInt8]) {
+        let sorted = sortedFields
+        var encoded: [UInt8] = []
+        encoded.reserveCapacity(32 + byteSize + 16 * fields.count)
+        writeEncoded(to: &encoded, sortedFields: sorted)
+        return (documentJSON(sortedFields: sorted), encoded)
+    }
+
+    func writeEncoded(to bytes: inout [UInt8], sortedFields: [Dictionary<FieldPath, Field>.Index]) {
         bytes.append(contentsOf: #"{"e":["#.utf8)
         bytes.append(existence.exists ? UInt8(ascii: "1") : UInt8(ascii: "0"))
         bytes.append(UInt8(ascii: ","))
-        Value.int(Int64(bitPattern: existence.version.rawValue)).writeCanonicalJSON(to: &bytes)
+        Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
         bytes.append(contentsOf: #"],"f":{"#.utf8)
-        for (index, path) in fields.keys.sorted().enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+        for (position, index) in sortedFields.enumerated() {
+            let (path, field) = fields[index]
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
             Value.writeJSONString(path.dotted, to: &bytes)
             bytes.append(UInt8(ascii: ":"))
-            switch fields[path] {
-            case .register(let register)?:
+            switch field {
+            case .register(let register):
                 bytes.append(UInt8(ascii: "["))
                 if let value = register.value {
                     value.writeCanonicalJSON(to: &bytes)
                     bytes.append(UInt8(ascii: ","))
                 }
-                register.version.encoded.writeCanonicalJSON(to: &bytes)
+                Value.writeDecimal(Int64(bitPattern: register.version.rawValue), to: &bytes)
                 bytes.append(UInt8(ascii: "]"))
-            case .set(let set)?:
+            case .set(let set):
                 set.writeEncoded(to: &bytes)
-            case nil:
-                bytes.append(contentsOf: "null".utf8)
             }
         }
         bytes.append(contentsOf: "}}".utf8)
@@ -388,36 +407,74 @@ extension DocumentState {
     /// "s": {path: {"s": [[element, addedAt], ...], "v": version}}, "t": {path: version}}` (live
     /// registers, sets, removed fields), or the whole compact form when the view cannot carry it.
     public func writeVersions(to bytes: inout [UInt8]) {
+        writeVersions(to: &bytes, sortedFields: sortedFields)
+    }
+
+    /// `writeVersions(to:)`'s bytes and `documentJSON`, from one sort of the fields: the device
+    /// store writes both for every document it saves.
+    public var storedForms: (versions: [UInt8], view: String?) {
+        let sorted = sortedFields
+        var versions: [UInt8] = []
+        versions.reserveCapacity(24 + 16 * fields.count)
+        writeVersions(to: &versions, sortedFields: sorted)
+        return (versions, documentJSON(sortedFields: sorted))
+    }
+
+    /// The positions of the fields in path order, the order of every canonical map of them.
+    /// (Positions, not entries: sorting entries would copy, and retain, every value.)
+    var sortedFields: [Dictionary<FieldPath, Field>.Index] { fields.keys.indices.sorted { fields.keys[$0] < fields.keys[$1] } }
+
+    private func writeVersions(to bytes: inout [UInt8], sortedFields: [Dictionary<FieldPath, Field>.Index]) {
         guard isCarriedByView else {
-            writeEncoded(to: &bytes)
+            writeEncoded(to: &bytes, sortedFields: sortedFields)
             return
         }
-        // Keys in canonical order: e, r, s, t; each map's paths sorted. One sorted pass sorts the fields
-        // into the three maps.
-        var registers: [(key: FieldPath, value: Version)] = []
-        var sets: [(FieldPath, ObservedRemoveSet)] = []
-        var tombstones: [(key: FieldPath, value: Version)] = []
-        for (path, field) in fields.sorted(by: { $0.key < $1.key }) {
-            switch field {
-            case .register(let register) where register.value != nil: registers.append((path, register.version))
-            case .register(let register): tombstones.append((path, register.version))
-            case .set(let set): sets.append((path, set))
-            }
-        }
+        // Keys in canonical order: e, r, s, t; each map's paths in the fields' sorted order.
         bytes.append(contentsOf: #"{"e":[1,"#.utf8)
         Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
-        bytes.append(contentsOf: #"],"r":"#.utf8)
-        Version.writeMap(registers, to: &bytes)
-        bytes.append(contentsOf: #","s":{"#.utf8)
-        for (index, (path, set)) in sets.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(contentsOf: #"],"r":{"#.utf8)
+        var isFirst = true
+        var hasOthers = false
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard case .register(let register) = field, register.value != nil else {
+                hasOthers = true
+                continue
+            }
+            Self.writeEntry(path, register.version, isFirst: &isFirst, to: &bytes)
+        }
+        guard hasOthers else {
+            bytes.append(contentsOf: #"},"s":{},"t":{}}"#.utf8)
+            return
+        }
+        bytes.append(contentsOf: #"},"s":{"#.utf8)
+        isFirst = true
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard case .set(let set) = field else { continue }
+            if !isFirst { bytes.append(UInt8(ascii: ",")) }
+            isFirst = false
             Value.writeJSONString(path.dotted, to: &bytes)
             bytes.append(UInt8(ascii: ":"))
             set.writeEncoded(to: &bytes)
         }
-        bytes.append(contentsOf: #"},"t":"#.utf8)
-        Version.writeMap(tombstones, to: &bytes)
-        bytes.append(UInt8(ascii: "}"))
+        bytes.append(contentsOf: #"},"t":{"#.utf8)
+        isFirst = true
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard case .register(let register) = field, register.value == nil else { continue }
+            Self.writeEntry(path, register.version, isFirst: &isFirst, to: &bytes)
+        }
+        bytes.append(contentsOf: "}}".utf8)
+    }
+
+    /// Appends `"path":version` to a map being written.
+    private static func writeEntry(_ path: FieldPath, _ version: Version, isFirst: inout Bool, to bytes: inout [UInt8]) {
+        if !isFirst { bytes.append(UInt8(ascii: ",")) }
+        isFirst = false
+        Value.writeJSONString(path.dotted, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
     }
 
     /// Reads a state stored with `writeVersions(to:)` beside `view`, the document it shows.
@@ -463,6 +520,14 @@ extension DocumentState {
     /// leaves to the `Value` tree).
     public var documentJSON: String? {
         guard exists else { return nil }
+        return documentJSON(sortedFields: isFlat ? sortedFields : [])
+    }
+
+    /// The document JSON from the fields in path order (`sortedFields`, read only when the state
+    /// is flat): nested states go through `nestedDocumentJSON`, or the `Value` tree for the rare
+    /// ones it leaves.
+    private func documentJSON(sortedFields: [Dictionary<FieldPath, Field>.Index]) -> String? {
+        guard exists else { return nil }
         guard isFlat else {
             guard let bytes = nestedDocumentJSON() else { return document?.canonicalJSON }
             return String(decoding: bytes, as: UTF8.self)
@@ -471,7 +536,9 @@ extension DocumentState {
         bytes.reserveCapacity(byteSize + 2 * fields.count + 2)
         bytes.append(UInt8(ascii: "{"))
         var first = true
-        for (path, field) in fields.sorted(by: { $0.key < $1.key }) where field.isLive {
+        for index in sortedFields {
+            let (path, field) = fields[index]
+            guard field.isLive else { continue }
             if !first { bytes.append(UInt8(ascii: ",")) }
             first = false
             Value.writeJSONString(path.dotted, to: &bytes)

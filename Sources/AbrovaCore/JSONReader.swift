@@ -185,6 +185,61 @@ public struct JSONReader {
         }
     }
 
+    /// Reads past the next value without making it, refusing exactly what `readValue()` refuses
+    /// (duplicate keys included): for parts a decoder does not need.
+    ///
+    /// - Throws: `ValueError` as `readValue()` does.
+    public mutating func skipValue() throws(ValueError) {
+        skipWhitespace()
+        guard index < bytes.count else { throw malformed("unexpected end") }
+        switch bytes[index] {
+        case UInt8(ascii: "n"): _ = try readLiteral("null", .null)
+        case UInt8(ascii: "t"): _ = try readLiteral("true", .bool(true))
+        case UInt8(ascii: "f"): _ = try readLiteral("false", .bool(false))
+        case UInt8(ascii: "\""): try skipString()
+        case UInt8(ascii: "["):
+            _ = try beginArray()
+            while try nextElement() { try skipValue() }
+        case UInt8(ascii: "{"):
+            _ = try beginObject()
+            // Keys compare as Swift strings, as a map's do: a few in a list, more in a set.
+            var few: [String] = []
+            var many: Set<String> = []
+            while let key = try nextKey() {
+                try skipValue()
+                let isNew: Bool
+                if few.count < 8 {
+                    isNew = !few.contains(key)
+                    few.append(key)
+                } else {
+                    if many.isEmpty { many = Set(few) }
+                    isNew = many.insert(key).inserted
+                }
+                guard isNew else { throw makeDuplicateKeyError() }
+            }
+        default:
+            _ = try readNumber()
+        }
+    }
+
+    /// Reads past a string; the reader is at its opening quote. Plain ASCII is only scanned; any
+    /// other string is read as `readString()` reads it, to be checked the same way.
+    private mutating func skipString() throws(ValueError) {
+        let quote = index
+        index += 1
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                index += 1
+                return
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { break }
+            index += 1
+        }
+        index = quote
+        _ = try readString()
+    }
+
     private var path: String { keys.joined(separator: ".") }
 
     private func malformed(_ what: String) -> ValueError {

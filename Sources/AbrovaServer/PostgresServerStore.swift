@@ -189,7 +189,7 @@ public final class PostgresServerStore: ServerStore, Sendable {
     }
 
     static func storedDocument(_ rows: PostgresRows, _ row: Int) throws -> StoredDocument {
-        let state = try DocumentState(encoded: try Value(json: rows.bytes(row, 4), maximumDepth: ValueLimits.maximumEncodedDepth))
+        let state = try DocumentState(encodedJSON: rows.bytes(row, 4))
         return StoredDocument(key: DocumentKey(collection: rows.text(row, 0), id: rows.text(row, 1)), owner: rows.text(row, 2),
                               version: Version(UInt64(bitPattern: rows.integer(row, 3))), state: state)
     }

@@ -139,7 +139,7 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
     }
 
     static func storedDocument(_ row: Row) throws -> StoredDocument {
-        let state = try DocumentState(encoded: try Value(json: row.blob(4) ?? [], maximumDepth: ValueLimits.maximumEncodedDepth))
+        let state = try DocumentState(encodedJSON: row.blob(4) ?? [])
         return StoredDocument(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), owner: row.text(2) ?? "",
                               version: Version(UInt64(bitPattern: row.integer(3))), state: state)
     }

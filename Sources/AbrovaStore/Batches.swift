@@ -103,14 +103,16 @@ extension LocalStore {
                 throw StoreError(.unexpectedAnswer, "batch \(sequence) holds \(changes.count) changes; the answer has \(results.count)")
             }
             var report = SettleReport()
-            var before: [DocumentKey: CachedDocument] = [:]
-            for change in changes where before[change.key] == nil { before[change.key] = try loaded(change.key) }
+            // Only the confirmed states: rebuilding views here would scan the pending changes
+            // (they have no index) once per document out of memory.
+            var before: [DocumentKey: DocumentState] = [:]
+            for change in changes where before[change.key] == nil { before[change.key] = try confirmedState(of: change.key) }
             var confirmed: [DocumentKey: DocumentState] = [:]
             var ownVersions: [DocumentKey: Set<Version>] = [:]
             var settledWrites: [DocumentKey: Int] = [:]
             var rollbacks: Set<DocumentKey> = []
             for (change, result) in zip(changes, results) {
-                var state = confirmed[change.key] ?? before[change.key]?.confirmed ?? DocumentState()
+                var state = confirmed[change.key] ?? before[change.key] ?? DocumentState()
                 settledWrites[change.key, default: 0] += change.writes
                 switch result {
                 case .applied(let version, let server, let conflicts):
@@ -137,16 +139,19 @@ extension LocalStore {
                 confirmed[change.key] = state
             }
             // The pending changes of these documents: rebased past this client's own writes, and
-            // their views rebuilt on the new confirmed states.
-            let pending = try database.query("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence") { row in
-                (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), try Self.decodeDelta(row.blob(3)),
-                 Int(row.integer(4)))
+            // their views rebuilt on the new confirmed states. A document has some exactly when it
+            // holds more unsent writes than the batch settles; when none has, there is nothing to
+            // read (a queue of 100k writes would otherwise be read, and its changes decoded, once
+            // a batch).
+            let hasPending = settledWrites.contains { key, writes in (unsent[key]?.writes ?? 0) > writes }
+            let pending = !hasPending ? [] : try database.query("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence") { row in
+                (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), row.blob(3), Int(row.integer(4)))
             }
             var views = confirmed
             var rewritten: [(sequence: Int64, delta: DocumentDelta, view: String?)] = []
             var stillUnsent: [DocumentKey: UnsentDocument] = [:]
-            for (sequenceNumber, key, delta, writes) in pending where confirmed[key] != nil {
-                var delta = delta
+            for (sequenceNumber, key, encodedDelta, writes) in pending where confirmed[key] != nil {
+                var delta = try Self.decodeDelta(encodedDelta)
                 if let versions = ownVersions[key], let state = confirmed[key] {
                     delta = delta.rebased(onto: state, ownVersions: versions)
                     if tail?.sequence == sequenceNumber { tail?.delta = delta }
@@ -182,19 +187,22 @@ extension LocalStore {
     public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
+            var inserted: Set<DocumentKey> = []
             var unsentViews: [DocumentKey: String?] = [:]
             try database.write { database in
                 for (key, state) in documents {
                     // A document this device has never seen (the bulk of an initial sync) is just
-                    // inserted; the insert tells whether it was there after all.
+                    // inserted; the insert tells whether it was there after all. It is not kept in
+                    // memory: an initial sync would fill the cache, and empty it, again and again.
                     if updated[key] == nil, cache[key] == nil, unsent[key] == nil {
+                        let (versions, view) = state.storedForms
                         try database.run("""
                             INSERT INTO documents (collection, id, confirmed, view) VALUES (?, ?, ?, ?)
                             ON CONFLICT (collection, id) DO NOTHING
-                            """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)),
-                                  SQLiteValue(state.documentJSON)])
+                            """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])
                         if database.changes == 1 {
                             updated[key] = CachedDocument(confirmed: state, view: state)
+                            inserted.insert(key)
                             continue
                         }
                     }
@@ -218,7 +226,7 @@ extension LocalStore {
                 if let cursor { try setMeta("cursor", cursor, in: database) }
             }
             // Only now that the page is committed does memory follow it.
-            for (key, document) in updated { remember(document, for: key) }
+            for (key, document) in updated where !inserted.contains(key) { remember(document, for: key) }
             for (key, view) in unsentViews { unsent[key]?.viewJSON = view }
             notify(changed: Set(updated.keys), unsentWritesChanged: false)
         }
@@ -226,10 +234,11 @@ extension LocalStore {
 
     /// Writes a document's confirmed state and the view it shows.
     private func saveConfirmed(_ state: DocumentState, for key: DocumentKey, in database: Database) throws {
+        let (versions, view) = state.storedForms
         try database.run("""
             INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
             ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
-            """, [.text(key.collection), .text(key.id), .blob(Self.storedForm(of: state)), SQLiteValue(state.documentJSON)])
+            """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])
     }
 
     /// The pull cursor saved with the last applied page, or `nil` before the first.

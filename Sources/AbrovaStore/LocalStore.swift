@@ -405,13 +405,6 @@ public actor LocalStore {
         }
     }
 
-    /// A confirmed state as stored beside its view: the view holds its values.
-    static func storedForm(of state: DocumentState) -> [UInt8] {
-        var bytes: [UInt8] = []
-        state.writeVersions(to: &bytes)
-        return bytes
-    }
-
     static func decodeState(_ bytes: [UInt8], view: String?) throws -> DocumentState {
         do {
             return try DocumentState(versions: try Value(json: bytes, maximumDepth: ValueLimits.maximumEncodedDepth), view: try view.map { try Value(json: $0) })

@@ -306,34 +306,50 @@ public actor SyncEngine {
         }
     }
 
-    /// Pulls pages until the server has no more.
+    /// Pulls pages until the server has no more. The next page is asked for as soon as a page's
+    /// cursor is known, so the server makes it (and the transport reads it) while this device
+    /// saves the page before: on an initial sync the two take turns otherwise.
     private func pullAll(into result: inout RunResult, syncedCount: inout Int) async throws {
-        var cursor = try await store.pullCursor()
         var resynced = false
+        var request = fetchPage(after: try await store.pullCursor())
+        // A page fetched ahead is not needed once the run ends another way.
+        defer { request.cancel() }
         while true {
             let page: PullResponse
-            do {
-                page = try await transport.pull(cursor: cursor, limit: 500)
-            } catch .refused(410, _) where !resynced {
+            switch await request.value {
+            case .success(let answer):
+                page = answer
+            case .failure(.refused(410, _)) where !resynced:
                 // Deletes after our cursor are no longer kept: pull everything again. Unsent
                 // changes stay; pulled states join the confirmed ones.
                 resynced = true
                 try await store.resetPullCursor()
-                cursor = nil
+                request = fetchPage(after: nil)
                 continue
-            } catch {
+            case .failure(let error):
                 guard case .refused(let statusCode, let message) = error else { return endRun(on: error, &result) }
                 result.outcome = .failed
                 fail(AbrovaSyncError(.refused, statusCode: statusCode, message: "pull refused: \(message)"))
                 return
             }
             markReachable()
+            if page.hasMore { request = fetchPage(after: page.cursor) }
             try await store.applyPulledPage(page.documents.map { (key: $0.key, state: $0.state) }, cursor: page.cursor)
-            cursor = page.cursor
             runProgress.pulledDocuments += page.documents.count
             runProgress.isPulling = page.hasMore
             progress.send(runProgress)
             if !page.hasMore { return }
+        }
+    }
+
+    /// Starts fetching the page after `cursor` (`nil`: from the beginning).
+    private func fetchPage(after cursor: String?) -> Task<Result<PullResponse, TransportFailure>, Never> {
+        Task { [transport] in
+            do throws(TransportFailure) {
+                return .success(try await transport.pull(cursor: cursor, limit: 500))
+            } catch {
+                return .failure(error)
+            }
         }
     }
 

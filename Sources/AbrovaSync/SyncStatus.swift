@@ -1,7 +1,7 @@
 import Observation
 
 /// The sync status for SwiftUI: an `@Observable` object on the main actor that follows the SDK's
-/// streams, so a view that reads `syncState` or `pendingCount` updates by itself.
+/// streams, so a view that reads `syncState`, `pendingCount` or `progress` updates by itself.
 ///
 ///     @State private var status = AbrovaSync.shared.makeStatus()
 ///     Text(status.pendingCount == 0 ? "All synced" : "\(status.pendingCount) waiting")
@@ -15,6 +15,9 @@ public final class SyncStatus {
     public private(set) var connectionState: ConnectionState = .connecting
     /// The latest queued write the server refused.
     public private(set) var lastRejection: DocumentRejection?
+    /// How far the latest sync run has come: changes sent, documents pulled, whether more pages
+    /// wait (an initial sync's progress bar).
+    public private(set) var progress = SyncProgress()
 
     @ObservationIgnored private var followers: [Task<Void, Never>] = []
 
@@ -23,11 +26,13 @@ public final class SyncStatus {
         let counts = sync.pendingCountChanges
         let connections = sync.connectionStateChanges
         let rejections = sync.documentRejections
+        let steps = sync.syncProgressChanges
         followers = [
             Task { [weak self] in for await state in states { self?.syncState = state } },
             Task { [weak self] in for await count in counts { self?.pendingCount = count } },
             Task { [weak self] in for await state in connections { self?.connectionState = state } },
             Task { [weak self] in for await rejection in rejections { self?.lastRejection = rejection } },
+            Task { [weak self] in for await step in steps { self?.progress = step } },
         ]
     }
 

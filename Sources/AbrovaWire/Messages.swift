@@ -197,16 +197,17 @@ public struct ServerDocument: Hashable, Sendable {
     /// Appends the canonical JSON form.
     func write(to bytes: inout [UInt8]) {
         // Keys in canonical order: collection, data, deleted, id, state, version.
+        let (data, encoded) = state.documentJSONAndEncoded
         bytes.append(contentsOf: #"{"collection":"#.utf8)
         Value.writeJSONString(key.collection, to: &bytes)
-        if let data = state.documentJSON {
+        if let data {
             bytes.append(contentsOf: #","data":"#.utf8)
             bytes.append(contentsOf: data.utf8)
         }
         bytes.append(contentsOf: state.exists ? #","deleted":false,"id":"#.utf8 : #","deleted":true,"id":"#.utf8)
         Value.writeJSONString(key.id, to: &bytes)
         bytes.append(contentsOf: #","state":"#.utf8)
-        state.writeEncoded(to: &bytes)
+        bytes.append(contentsOf: encoded)
         bytes.append(contentsOf: #","version":"#.utf8)
         Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
         bytes.append(UInt8(ascii: "}"))
@@ -257,13 +258,98 @@ public struct PullResponse: Hashable, Sendable {
     ///
     /// - Throws: `RequestError` 400 when the body is not one.
     public init(body: some Collection<UInt8>) throws(RequestError) {
-        let parts = try fields(of: try parse(body), allowed: ["documents", "cursor", "hasMore"], in: "the page")
+        let bytes = Array(body)
+        if let page = Self.readInOnePass(bytes) {
+            self = page
+            return
+        }
+        self = try Self.readAsTree(bytes)
+    }
+
+    /// Reads a page as a `Value` tree, then walks it: the reading that names what is wrong.
+    static func readAsTree(_ bytes: [UInt8]) throws(RequestError) -> PullResponse {
+        let parts = try fields(of: try parse(bytes), allowed: ["documents", "cursor", "hasMore"], in: "the page")
         guard case .array(let items)? = parts["documents"], case .bool(let hasMore)? = parts["hasMore"] else {
             throw RequestError.invalid("a page needs documents and hasMore")
         }
         var documents: [ServerDocument] = []
         for (index, item) in items.enumerated() { documents.append(try ServerDocument(wire: item, in: "documents[\(index)]")) }
-        self.init(documents: documents, cursor: try string(parts["cursor"], named: "cursor"), hasMore: hasMore)
+        return PullResponse(documents: documents, cursor: try string(parts["cursor"], named: "cursor"), hasMore: hasMore)
+    }
+}
+
+// Reading a page in one pass (a device reads pages of 500 documents throughout an initial sync):
+// only the documents' values become `Value`s. Anything but a well-formed page is left to the tree
+// reading, which reads it again and refuses it with its reasons.
+
+extension PullResponse {
+    /// The page, when `bytes` are a well-formed one; otherwise `nil`.
+    static func readInOnePass(_ bytes: [UInt8]) -> PullResponse? {
+        var reader = JSONReader(bytes: bytes, maximumDepth: ValueLimits.maximumEncodedDepth)
+        do {
+            guard try reader.beginObject() else { return nil }
+            var cursor: String?
+            var documents: [ServerDocument]?
+            var hasMore: Bool?
+            while let key = try reader.nextKey() {
+                switch key {
+                case "cursor" where cursor == nil:
+                    guard case .string(let text) = try reader.readValue() else { return nil }
+                    cursor = text
+                case "hasMore" where hasMore == nil:
+                    guard case .bool(let flag) = try reader.readValue() else { return nil }
+                    hasMore = flag
+                case "documents" where documents == nil:
+                    guard try reader.beginArray() else { return nil }
+                    var read: [ServerDocument] = []
+                    while try reader.nextElement() {
+                        guard let document = try ServerDocument.readInOnePass(from: &reader) else { return nil }
+                        read.append(document)
+                    }
+                    documents = read
+                default:
+                    return nil
+                }
+            }
+            try reader.finish()
+            guard let cursor, let documents, let hasMore else { return nil }
+            return PullResponse(documents: documents, cursor: cursor, hasMore: hasMore)
+        } catch {
+            return nil
+        }
+    }
+}
+
+extension ServerDocument {
+    /// A document of a page at the reader's position, when it is a well-formed one; otherwise `nil`.
+    static func readInOnePass(from reader: inout JSONReader) throws(ValueError) -> ServerDocument? {
+        guard try reader.beginObject() else { return nil }
+        var collection: String?
+        var id: String?
+        var version: Version?
+        var state: DocumentState?
+        var seen: Set<String> = []
+        while let key = try reader.nextKey() {
+            guard seen.insert(key).inserted else { return nil }
+            switch key {
+            case "collection", "id":
+                guard case .string(let text) = try reader.readValue() else { return nil }
+                if key == "id" { id = text } else { collection = text }
+            case "version":
+                guard case .int(let number) = try reader.readValue(), number >= 0 else { return nil }
+                version = Version(UInt64(number))
+            case "state":
+                guard let read = DocumentState.readEncoded(from: &reader) else { return nil }
+                state = read
+            case "data", "deleted":
+                // Not needed: the state says it all. Only checked, as the tree reading checks it.
+                try reader.skipValue()
+            default:
+                return nil
+            }
+        }
+        guard let collection, let id, let version, let state else { return nil }
+        return ServerDocument(key: DocumentKey(collection: collection, id: id), version: version, state: state)
     }
 }
 

@@ -364,9 +364,133 @@ import Testing
                 }
                 if read != state { return "read back differently: \(read.shownContent) vs \(state.shownContent)" }
                 if state.documentJSON != viewText { return "documentJSON \(state.documentJSON ?? "nil") is not \(viewText ?? "nil")" }
+                if versions.canonicalJSON != String(decoding: bytes, as: UTF8.self) {
+                    return "the versions are not canonical JSON: \(String(decoding: bytes, as: UTF8.self))"
+                }
+                let forms = state.storedForms
+                if forms.versions != bytes || forms.view != viewText { return "storedForms differs from writeVersions and documentJSON" }
+                let wireForms = state.documentJSONAndEncoded
+                if wireForms.documentJSON != viewText || wireForms.encoded != Array(state.encoded.canonicalJSON.utf8) {
+                    return "documentJSONAndEncoded differs from documentJSON and the canonical compact form"
+                }
             }
             return nil
         }
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+}
+
+/// The one-pass reader of a state's compact form against the tree decoder, on states and on
+/// bytes mutated from them: what the one pass takes, the tree takes alike.
+@Suite struct StateReadingPropertyTests {
+    /// The tree decoder's answer, as a comparable result.
+    static func treeResult(_ bytes: [UInt8]) -> Result<DocumentState, ValueError> {
+        Result { () throws(ValueError) in
+            try DocumentState(encoded: try Value(json: bytes, maximumDepth: ValueLimits.maximumEncodedDepth))
+        }
+    }
+
+    /// `bytes` with one to three random edits: a byte replaced by a JSON-significant one, removed
+    /// or repeated.
+    static func mutated(_ bytes: [UInt8], _ choices: inout Choices) -> [UInt8] {
+        var result = bytes
+        let significant = Array(#"{}[],:"\-0129e.ftnaux "#.utf8)
+        for _ in 0..<choices.int(in: 1...3) where !result.isEmpty {
+            let index = choices.below(result.count)
+            switch choices.below(3) {
+            case 0: result[index] = choices.element(of: significant)
+            case 1: result.remove(at: index)
+            default: result.insert(result[index], at: index)
+            }
+        }
+        return result
+    }
+
+    @Test func theOnePassReaderAgreesWithTheTree() async {
+        let failure = await Property.check("state readers agree", generate: { choices in
+            let history = Generate.history(&choices)
+            var bytes: [UInt8] = []
+            history.final.writeEncoded(to: &bytes)
+            return (history: history, bytes: bytes, mutated: Self.mutated(bytes, &choices))
+        }) { input in
+            var reader = JSONReader(bytes: input.bytes, maximumDepth: ValueLimits.maximumEncodedDepth)
+            guard let read = DocumentState.readEncoded(from: &reader), read == input.history.final else {
+                return "a written state is not read back in one pass: \(String(decoding: input.bytes, as: UTF8.self))"
+            }
+            // What the one pass takes, the tree takes alike (the rest is read by the tree itself,
+            // whose refusals name the first fault in its dictionary's order, not comparable here).
+            var mutatedReader = JSONReader(bytes: input.mutated, maximumDepth: ValueLimits.maximumEncodedDepth)
+            guard let onePass = DocumentState.readEncoded(from: &mutatedReader), (try? mutatedReader.finish()) != nil else { return nil }
+            let tree = Self.treeResult(input.mutated)
+            if tree != .success(onePass) { return "\(String(decoding: input.mutated, as: UTF8.self)): \(onePass) vs the tree's \(tree)" }
+            return nil
+        }
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+
+    @Test(arguments: [
+        #"{"e":[1,2],"f":{"a":[1,2]},"e":[1,2]}"#,                 // a repeated key
+        #"{"e":[1,2],"f":{"caf\u00e9":[1,2],"cafe\u0301":[2,2]}}"#, // paths equal as Swift strings
+        #"{"e":[1,2],"f":{"a":[1,2]},"x":1}"#,                     // an unknown key the tree ignores
+        #"{"e":[1,2],"f":[]}"#,                                    // fields that are not a map
+        #"{"e":[1,2],"f":{"a":[]}}"#,
+        #"{"e":[1,2],"f":{"a":[1,2,3]}}"#,
+        #"{"e":[1,-2],"f":{}}"#,
+        #"{"e":[2,2]}"#,
+        #"{"f":{}}"#,
+        #"{"e":[1,2],"f":{"s":{"s":[[1,2]],"v":2}}}"#,             // a set, read by the tree's code
+        #"{"e":[1,2],"f":{"a":[1,2]}} x"#,
+    ])
+    func edgeCasesAgree(text: String) {
+        let bytes = Array(text.utf8)
+        let onePass = Result { () throws(ValueError) in try DocumentState(encodedJSON: bytes) }
+        #expect(onePass == Self.treeResult(bytes))
+    }
+}
+
+/// `JSONReader.skipValue()` takes exactly what `readValue()` takes, on values and on texts
+/// mutated from them.
+@Suite struct SkipValuePropertyTests {
+    static func accepts(_ bytes: [UInt8], skipping: Bool) -> Bool {
+        var reader = JSONReader(bytes: bytes)
+        do {
+            if skipping { try reader.skipValue() } else { _ = try reader.readValue() }
+            try reader.finish()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    @Test func skippingTakesWhatReadingTakes() async {
+        let failure = await Property.check("skip agrees with read", generate: { choices in
+            let value = Value.map(Generate.data(&choices))
+            var text = value.canonicalJSON
+            // Texts canonical JSON never holds: escapes, non-ASCII, a repeated key, spaces.
+            switch choices.below(4) {
+            case 0: text = text.replacing("a", with: #"\u00e9"#)
+            case 1: text = text.replacing("{", with: #"{"k":1, "k" :2,"#).replacing(",}", with: "}")
+            case 2: text = text.replacing(":", with: " : ").replacing("e", with: "é")
+            default: break
+            }
+            let bytes = Array(text.utf8)
+            return (bytes: bytes, mutated: StateReadingPropertyTests.mutated(bytes, &choices))
+        }) { input in
+            for bytes in [input.bytes, input.mutated] {
+                let read = Self.accepts(bytes, skipping: false)
+                if Self.accepts(bytes, skipping: true) != read {
+                    return "\(String(decoding: bytes, as: UTF8.self)): readValue \(read ? "takes" : "refuses") it, skipValue does not"
+                }
+            }
+            return nil
+        }
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+
+    @Test(arguments: [#"{"a":1,"a":2}"#, #"{"caf\u00e9":1,"cafe\u0301":2}"#, #"{"a":{"b":[1,{"c":"\ud800"}]}}"#, #""\u00e9x""#,
+                      #"[1e999]"#, "\"\u{01}\"", #"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"a":10}"#, #"[01]"#, #""é""#])
+    func edgeCasesAgree(text: String) {
+        let bytes = Array(text.utf8)
+        #expect(Self.accepts(bytes, skipping: true) == Self.accepts(bytes, skipping: false))
     }
 }

@@ -133,6 +133,7 @@ import Testing
         #expect(await eventually { @MainActor in status.pendingCount == 1 && status.syncState == .offline })
         await device.sync.reconnect()
         #expect(await eventually { @MainActor in status.pendingCount == 0 && status.syncState == .idle })
+        #expect(await eventually { @MainActor in status.progress.pushedChanges == 1 && !status.progress.isPulling })
         await live.stop()
     }
 

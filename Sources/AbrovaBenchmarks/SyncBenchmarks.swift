@@ -1,0 +1,322 @@
+import AbrovaCore
+import AbrovaHTTP
+import AbrovaSQLite
+import AbrovaServer
+import AbrovaStore
+import AbrovaSync
+import AbrovaTestSupport
+import Foundation
+
+/// The SDK end to end, against the real server on loopback HTTP: the initial sync of an empty
+/// device (documents per second and the device's peak memory, measured in a process of its own
+/// so that the server's memory is not counted), and how push and pull times grow with the work.
+struct SyncBenchmarks {
+    let options: BenchmarkOptions
+
+    /// Initial syncs, in documents on the server. The first is only for the growth figure.
+    private var sizes: [Int] { options.isQuick ? [1_000, 2_000, 10_000] : [1_000, 10_000, 100_000, 1_000_000] }
+    /// Pending writes pushed, for the growth figure.
+    private var pushSizes: [Int] { options.isQuick ? [500, 2_000, 5_000] : [1_000, 10_000, 100_000] }
+
+    func run(adding earlier: BenchmarkReport) async -> BenchmarkReport {
+        var report = earlier
+        print("## sync")
+        do {
+            // The growth of pulls is read from the initial syncs.
+            if options.runs("sync-initial") || options.runs("sync-growth-pull") { try measureInitialSync(into: &report) }
+            if options.runs("sync-growth-push") { try await measurePushGrowth(into: &report) }
+        } catch {
+            print("sync benchmarks failed: \(error)")
+        }
+        return report
+    }
+
+    // MARK: - Initial sync
+
+    /// An empty device pulls every document of a server holding 1k, 10k, 100k and 1M of them (the
+    /// server's store is filled directly, in large transactions), against plain rows pulled by seq
+    /// cursor over the same HTTP server and inserted into an empty table. Goal: the device's peak
+    /// resident memory under 150 MB and flat across the sizes.
+    private func measureInitialSync(into report: inout BenchmarkReport) throws {
+        let folder = TemporaryFolder()
+        let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
+        let server = try SyncServer(store: store)
+        defer { server.stop() }
+        let baseline = try BaselineServer(path: folder.path("baseline.sqlite"), threads: 8)
+        defer { baseline.stop() }
+        var seeded = 0
+        var results: [(size: Int, device: DeviceResult, baselineRate: Double)] = []
+        let clock = ContinuousClock()
+        for size in sizes {
+            let seeding = try clock.measure {
+                try Self.seed(store, from: seeded, to: size)
+                try baseline.preload((seeded..<size).map { ("i\($0)", Value.map(ServerBenchmarks.document($0)).canonicalJSON) },
+                                     firstSequence: Int64(seeded + 1))
+            }
+            seeded = size
+            print("seeded \(size) documents in \(String(format: "%.1f", seconds(seeding))) s (both servers)")
+            let device = try runDevice(port: server.port, expected: size, folder: folder)
+            let baselineRate = try baselinePullRate(port: baseline.server?.port ?? 0, expected: size, folder: folder)
+            print(String(format: "initial sync of %d: %.0f documents/s, peak %.1f MB (%.1f MB at start), %d progress reports; baseline %.0f rows/s",
+                         size, device.rate, device.peakMB, device.startMB, device.progressReports, baselineRate))
+            results.append((size, device, baselineRate))
+        }
+        let measured = results.filter { $0.size >= (options.isQuick ? 2_000 : 10_000) }
+        let smallestPeak = measured.first?.device.peakMB ?? 0
+        if options.runs("sync-initial") {
+            for (size, device, baselineRate) in measured {
+                let isFlat = device.peakMB <= smallestPeak * 1.25
+                report.add(BenchmarkRow(name: "sync: initial sync of an empty device, \(size) documents (loopback HTTP, own process)",
+                                        figure: formatRate(device.rate, "documents") + String(format: ", peak %.0f MB, %d progress reports", device.peakMB, device.progressReports),
+                                        baseline: formatRate(baselineRate, "rows by seq cursor into an empty table"),
+                                        ratio: device.rate / baselineRate,
+                                        goal: String(format: "peak < 150 MB, ≤ 1.25× the smallest size's (%.0f MB)", smallestPeak),
+                                        isGoalMet: device.peakMB < 150 && isFlat))
+            }
+        }
+        if options.runs("sync-growth-pull") {
+            let growth = results.prefix(3).map { (items: $0.size, seconds: Double($0.size) / $0.device.rate) }
+            report.add(growthRow(name: "sync: growth of an initial pull", unit: "document", growth))
+        }
+    }
+
+    /// Writes documents `start..<end` straight into the server's store, 50,000 a transaction, as
+    /// pushes of creates by the device's user would leave them (the rules are owner-only).
+    private static func seed(_ store: SQLiteServerStore, from start: Int, to end: Int) throws {
+        let now = Date()
+        for chunk in stride(from: start, to: end, by: 50_000) {
+            try store.write { transaction in
+                for index in chunk..<min(chunk + 50_000, end) {
+                    let version = try transaction.nextVersion()
+                    var state = DocumentState()
+                    state.applyLocally(try DocumentDelta.create(ServerBenchmarks.document(index), base: .zero), at: version)
+                    try transaction.saveDocument(StoredDocument(key: DocumentKey(collection: "items", id: "i\(index)"), owner: "reader",
+                                                                version: version, state: state), at: now)
+                }
+            }
+        }
+    }
+
+    struct DeviceResult {
+        var rate: Double
+        var peakMB: Double
+        var startMB: Double
+        var progressReports: Int
+    }
+
+    /// Runs this benchmark again as the device (`InitialSyncDevice`) and reads what it reports.
+    private func runDevice(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> DeviceResult {
+        let process = Process()
+        process.executableURL = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
+        let storePath = folder.path("device-\(expected).sqlite")
+        process.arguments = [InitialSyncDevice.flag, String(port), storePath, String(expected)]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0, let line = text.split(separator: "\n").last(where: { $0.hasPrefix("device ") }) else {
+            throw BenchmarkFailure("the device process failed (\(process.terminationStatus)): \(text)")
+        }
+        var fields: [String: Double] = [:]
+        for part in line.split(separator: " ").dropFirst() {
+            let pair = part.split(separator: "=")
+            if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
+        }
+        guard let pulled = fields["pulled"], Int(pulled) == expected, let elapsed = fields["seconds"], let peak = fields["peakKiB"],
+              let start = fields["startKiB"], let reports = fields["reports"] else {
+            throw BenchmarkFailure("the device pulled other than \(expected) documents: \(line)")
+        }
+        return DeviceResult(rate: Double(expected) / elapsed, peakMB: peak / 1024, startMB: start / 1024, progressReports: Int(reports))
+    }
+
+    /// Rows per second of the baseline: pages of 500 rows by seq cursor over loopback HTTP, each
+    /// page's JSON read and its rows inserted into an empty table in one transaction (WAL,
+    /// synchronous=NORMAL, as the device store).
+    private func baselinePullRate(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> Double {
+        let path = folder.path("baseline-device-\(expected).sqlite")
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let device = try Database(path: path, isExclusive: true)
+        try device.execute("CREATE TABLE documents (id TEXT PRIMARY KEY NOT NULL, body TEXT, version INTEGER NOT NULL) WITHOUT ROWID")
+        let connection = try RawHTTPConnection(port: port)
+        let clock = ContinuousClock()
+        var pulled = 0
+        let elapsed = try clock.measure {
+            var after: Int64 = 0
+            while true {
+                try connection.send("GET /changes?after=\(after)&limit=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+                let rows = try Value(json: try connection.readResponse().body).mapValue?["changes"]?.arrayValue ?? []
+                if rows.isEmpty { break }
+                try device.write { database in
+                    for row in rows {
+                        let fields = row.mapValue ?? [:]
+                        try database.run("INSERT INTO documents (id, body, version) VALUES (?, ?, ?)",
+                                         [.text(fields["id"]?.stringValue ?? ""), .text((fields["body"] ?? .null).canonicalJSON),
+                                          .integer(fields["version"]?.intValue ?? 0)])
+                    }
+                }
+                pulled += rows.count
+                after = rows.last?.mapValue?["seq"]?.intValue ?? after
+            }
+        }
+        guard pulled == expected else { throw BenchmarkFailure("the baseline pulled \(pulled) of \(expected) rows") }
+        return Double(expected) / seconds(elapsed)
+    }
+
+    // MARK: - Push growth
+
+    /// A device with 1k, 10k and 100k pending creates (written offline) starts and pushes them in
+    /// the SDK's batches; the time until nothing is pending, per write (the median of 5, 3 and 1
+    /// runs: the small sizes take a fraction of a second, where the machine's noise is largest).
+    /// The goal is judged on the processor time of the device and the server (both in this
+    /// process) over the same span: on this shared machine the wall time swings with the others'
+    /// load far more than the work does.
+    private func measurePushGrowth(into report: inout BenchmarkReport) async throws {
+        var wall: [(items: Int, seconds: Double)] = []
+        var processor: [(items: Int, seconds: Double)] = []
+        for (position, size) in pushSizes.enumerated() {
+            var times: [(wall: Double, processor: Double)] = []
+            for _ in 0..<(options.isQuick ? 1 : [5, 3, 1][position]) { times.append(try await pushTime(size)) }
+            let time = median(times.map(\.wall))
+            let processorTime = median(times.map(\.processor))
+            print(String(format: "push of %d pending writes: %.2f s, %.1f µs a write, %.1f µs of processor time a write (median of %d)",
+                         size, time, time / Double(size) * 1e6, processorTime / Double(size) * 1e6, times.count))
+            wall.append((size, time))
+            processor.append((size, processorTime))
+        }
+        var row = growthRow(name: "sync: growth of a push of pending writes", unit: "write", processor)
+        let wallPerItem = wall.map { $0.seconds / Double($0.items) * 1e6 }
+        row.figure = wallPerItem.map { String(format: "%.1f", $0) }.joined(separator: " / ") + " µs a write (wall); processor "
+            + row.figure
+        row.baseline += " (processor)"
+        report.add(row)
+    }
+
+    /// Wall and processor seconds from the start of a device holding `size` pending creates until
+    /// it has pushed them.
+    private func pushTime(_ size: Int) async throws -> (wall: Double, processor: Double) {
+        let folder = TemporaryFolder()
+        let server = try SyncServer(store: try SQLiteServerStore(path: folder.path("server.sqlite")))
+        defer { server.stop() }
+        let storePath = folder.path("device.sqlite")
+        let store = try LocalStore(path: storePath)
+        for index in 0..<size {
+            try await store.setData(ServerBenchmarks.document(index), for: DocumentKey(collection: "items", id: "i\(index)"))
+        }
+        await store.close()
+        let config = try AbrovaSyncConfigBuilder(apiKey: "bench").serverURL(URL(string: "http://127.0.0.1:\(server.port)")!)
+            .storePath(storePath).authToken("writer").build()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let processorStart = processorSeconds()
+        let sync = try AbrovaSync(config: config)
+        let counts = sync.pendingCountChanges
+        for await count in counts where count == 0 { break }
+        let elapsed = clock.now - start
+        let processor = processorSeconds() - processorStart
+        await sync.close()
+        return (seconds(elapsed), processor)
+    }
+
+    /// A row for times at growing sizes: time per item at each, and the ratio of the largest
+    /// size's time per item to the smallest's. Goal: at most 1.5× (linear or better, with room
+    /// for noise).
+    private func growthRow(name: String, unit: String, _ growth: [(items: Int, seconds: Double)]) -> BenchmarkRow {
+        let perItem = growth.map { $0.seconds / Double($0.items) * 1e6 }
+        let ratio = (perItem.last ?? 0) / max(perItem.first ?? 1, 1e-9)
+        let sizes = growth.map { $0.items >= 1_000 ? "\($0.items / 1_000)k" : "\($0.items)" }.joined(separator: " / ")
+        return BenchmarkRow(name: "\(name), \(sizes)",
+                            figure: perItem.map { String(format: "%.1f", $0) }.joined(separator: " / ") + " µs a \(unit)",
+                            baseline: String(format: "%.1f µs a \(unit) at \(growth.first?.items ?? 0)", perItem.first ?? 0),
+                            ratio: ratio, goal: "≤ 1.5× per \(unit), largest / smallest (linear or better)", isGoalMet: ratio <= 1.5)
+    }
+}
+
+/// Our server on loopback over a given store.
+private final class SyncServer: Sendable {
+    let server: HTTPServer
+
+    init(store: any ServerStore) throws {
+        let handler = SyncHTTPHandler(service: try SyncService(store: store), authenticator: DevelopmentAuthenticator())
+        server = try HTTPServer(configuration: HTTPServerConfiguration(port: 0, threadCount: 8, loopbackOnly: true)) { handler.handle($0) }
+    }
+
+    var port: UInt16 { server.port }
+    func stop() { server.shutdown() }
+}
+
+/// The device of the initial-sync figure, run as `abrova-bench --initial-sync-device PORT STORE
+/// EXPECTED` in a process of its own: an `AbrovaSync` on an empty store syncs once, following
+/// its progress, then prints one line with the documents pulled, the time and the peak resident
+/// memory (VmHWM).
+enum InitialSyncDevice {
+    static let flag = "--initial-sync-device"
+
+    static func run(_ arguments: [String]) async -> Never {
+        guard arguments.count == 3, let port = Int(arguments[0]) else {
+            print("usage: abrova-bench \(flag) PORT STORE EXPECTED")
+            exit(2)
+        }
+        let startKiB = residentKiB("VmRSS")
+        do {
+            let config = try AbrovaSyncConfigBuilder(apiKey: "bench").serverURL(URL(string: "http://127.0.0.1:\(port)")!)
+                .storePath(arguments[1]).authToken("reader").build()
+            let clock = ContinuousClock()
+            let start = clock.now
+            let sync = try AbrovaSync(config: config)
+            let progress = sync.syncProgressChanges
+            let watcher = Task {
+                var reports = 0
+                var pulled = 0
+                for await step in progress {
+                    reports += 1
+                    pulled = max(pulled, step.pulledDocuments)
+                }
+                return (reports, pulled)
+            }
+            await sync.forceSyncNow()
+            let elapsed = clock.now - start
+            let state = sync.syncState
+            let lastError = await sync.lastError
+            await sync.close()
+            if state != .idle { print("device ended \(state): \(lastError.map { "\($0)" } ?? "no error")") }
+            let (reports, pulled) = await watcher.value
+            print("device pulled=\(pulled) seconds=\(seconds(elapsed)) peakKiB=\(peakKiB()) startKiB=\(startKiB) reports=\(reports)")
+            exit(0)
+        } catch {
+            print("device failed: \(error)")
+            exit(1)
+        }
+    }
+
+    /// The peak resident memory in KiB: VmHWM on Linux, `ru_maxrss` (bytes) elsewhere.
+    static func peakKiB() -> Int {
+        #if os(Linux)
+        return residentKiB("VmHWM")
+        #else
+        var usage = rusage()
+        getrusage(RUSAGE_SELF, &usage)
+        return Int(usage.ru_maxrss) / 1024
+        #endif
+    }
+
+    /// A line of /proc/self/status in KiB (0 where there is none, as off Linux).
+    static func residentKiB(_ name: String) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
+        return Int(line.split(whereSeparator: \.isWhitespace).dropFirst().first ?? "") ?? 0
+    }
+}
+
+/// The processor time this process has used so far, user and system, in seconds.
+func processorSeconds() -> Double {
+    var usage = rusage()
+    #if os(Linux)
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
