@@ -93,10 +93,13 @@ final class LiveSyncServer: Sendable {
     ///   - tombstoneRetention: how long deletes are kept, in the service's clock.
     ///   - afterPushCommit: called after each committed push; when it throws, the push is
     ///     answered 500 although it was applied (a lost answer).
+    ///   - observe: called with every request and its answer, bodies included, as they cross the
+    ///     wire, before the answer leaves.
     init(rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), bodyLimits: BodyLimits = BodyLimits(),
          http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
          tombstoneRetention: TimeInterval = 3_600,
-         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
+         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil,
+         observe: (@Sendable (HTTPRequest, HTTPResponse) -> Void)? = nil) throws {
         let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
         self.now = now
         let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
@@ -107,6 +110,7 @@ final class LiveSyncServer: Sendable {
         let recorded = recorded
         server = try HTTPServer(configuration: http) { request in
             let response = handler.handle(request)
+            observe?(request, response)
             recorded.update { $0.append(RecordedExchange(request, response)) }
             return response
         }
