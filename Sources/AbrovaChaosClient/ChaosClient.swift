@@ -152,6 +152,7 @@ func drive(_ sync: AbrovaSync) async throws {
         case "dump":
             say(try await dump(sync) + "end")
         case "quit":
+            say("bye")
             return
         default:
             say("error unknown command: \(line)")
