@@ -61,6 +61,8 @@ struct ChaosChecker {
         var refusedLater = 0
         var conflictsReported = 0
         var batches = 0
+        /// Conflicts the server settled, by outcome, over distinct batches.
+        var settled: [String: Int] = [:]
     }
 
     /// A write as its client logged it.
@@ -91,10 +93,21 @@ struct ChaosChecker {
     var counts: Counts {
         let writes = writes.values
         let entries = logs.values.flatMap { $0 }
+        var settled: [String: Int] = [:]
+        var seen: Set<String> = []
+        for entry in ledger where seen.insert(entry.batchID).inserted {
+            for result in entry.answer.results {
+                switch result {
+                case .applied(_, _, let conflicts), .unresolved(_, let conflicts):
+                    for conflict in conflicts { settled[conflict.outcome.rawValue, default: 0] += 1 }
+                case .rejected: settled["rejected", default: 0] += 1
+                }
+            }
+        }
         return Counts(writes: writes.count, returned: writes.filter(\.returned).count, refused: writes.filter { $0.refusal != nil }.count,
                       refusedLater: entries.filter { $0.event == .rejectedLater }.count,
                       conflictsReported: entries.filter { $0.event == .conflict }.count,
-                      batches: Set(ledger.map(\.batchID)).count)
+                      batches: seen.count, settled: settled)
     }
 
     /// Every mismatch found.

@@ -10,7 +10,7 @@ import Testing
 ///
 /// `ABROVA_CHAOS_SEED` replays a run's choices (the test's faults and kills, and every client's
 /// writes; the timing is the machine's); `ABROVA_LONG_RUN_SECONDS` sets how long the clients write
-/// (40 s by default).
+/// (40 s by default; the PostgreSQL run takes half). Spec/testing.md lists what is checked.
 @Suite(.serialized) struct LongRunConvergenceTests {
     let folder = TemporaryFolder()
 
@@ -58,19 +58,40 @@ import Testing
         return ["pending 0"] + lines.sorted()
     }
 
+    /// One SQLite server; the clients write for `ABROVA_LONG_RUN_SECONDS` (40 s).
     @Test func clientsKilledAndRestartedBehindFaultyNetworksConvergeLosingNothingAndApplyingNothingTwice() async throws {
+        let ledger = PushLedger()
+        let live = try LiveSyncServer(rules: Self.rules, observe: ledger.observe)
+        try await run("SQLite", servers: [live], ledger: ledger, defaultSeconds: 40)
+        await live.stop()
+    }
+
+    /// Two servers on one PostgreSQL database (stateless servers behind a balancer), two clients
+    /// on each; the clients write for half of `ABROVA_LONG_RUN_SECONDS` (20 s).
+    @Test(.enabled(if: PostgresTestDatabase.isAvailable, Comment(rawValue: PostgresTestDatabase.skipReason)))
+    func twoServersOnOnePostgreSQLDatabaseWithClientsKilledAndRestartedConvergeLosingNothing() async throws {
+        let database = try PostgresTestDatabase()
+        let ledger = PushLedger()
+        let servers = try (0..<2).map { _ in
+            try LiveSyncServer(rules: Self.rules, observe: ledger.observe, store: try PostgresServerStore(url: database.url, maximumConnections: 4))
+        }
+        try await run("PostgreSQL", servers: servers, ledger: ledger, defaultSeconds: 20, scale: 0.5)
+        for server in servers { await server.stop() }
+    }
+
+    static let rules = RuleBook(collections: [ChaosWorkload.locked: PresetRules(read: .owner, write: .nobody)])
+
+    /// The run: four clients, client `i` through its own proxy to `servers[i % servers.count]`.
+    func run(_ label: String, servers: [LiveSyncServer], ledger: PushLedger, defaultSeconds: Double, scale: Double = 1) async throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["ABROVA_CHAOS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(UInt32.max))
-        let seconds = environment["ABROVA_LONG_RUN_SECONDS"].flatMap(Double.init) ?? 40
-        print("long run: seed \(seed) (ABROVA_CHAOS_SEED=\(seed) replays its choices), clients write for \(seconds) s")
+        let seconds = environment["ABROVA_LONG_RUN_SECONDS"].flatMap(Double.init).map { $0 * scale } ?? defaultSeconds
+        print("long run (\(label)): seed \(seed) (ABROVA_CHAOS_SEED=\(seed) replays its choices), \(servers.count) server(s), clients write for \(seconds) s")
         let started = ContinuousClock.now
-        let ledger = PushLedger()
-        let live = try LiveSyncServer(rules: RuleBook(collections: [ChaosWorkload.locked: PresetRules(read: .owner, write: .nobody)]),
-                                      observe: ledger.observe)
-        let slots = try (0..<4).map { Slot(name: "c\($0)", proxy: try FaultProxy(upstreamPort: live.server.port)) }
+        let live = servers[0]
+        let slots = try (0..<4).map { Slot(name: "c\($0)", proxy: try FaultProxy(upstreamPort: servers[$0 % servers.count].server.port)) }
         defer { for slot in slots { slot.proxy.stop() } }
         try await runToEnd(arguments("prepare", slots[0], seed: seed, url: live.url), name: "prepare")
-
         func start(_ slot: Slot) throws {
             slot.child = try ChildProcess("abrova-chaos-client", arguments("run", slot, seed: seed),
                                           logPath: folder.path("\(slot.name)-r\(slot.restarts).out"))
@@ -147,10 +168,11 @@ import Testing
         let report = mismatches.prefix(12).joined(separator: "\n")
         #expect(mismatches.count == 0, "\(mismatches.count) mismatches, the first:\n\(report)")
         let counts = checker.counts
-        print("long run: seed \(seed); \(faults) faults set (\(faultsActed) times a fault acted on traffic), \(resets) connection resets, "
+        print("long run (\(label)): seed \(seed); \(faults) faults set (\(faultsActed) times a fault acted on traffic), \(resets) connection resets, "
             + "\(kills) client processes killed and restarted (+\(slots.count) at the end); \(counts.writes) writes checked "
-            + "(\(counts.returned) returned, \(counts.refused) refused at once, \(counts.refusedLater) refused later), "
-            + "\(counts.conflictsReported) conflicts reported to clients, \(counts.batches) batches answered; "
+            + "(\(counts.returned) returned, \(counts.refused) refused at once, \(counts.refusedLater) rejections heard on the stream), "
+            + "\(counts.conflictsReported) conflicts reported to clients, \(counts.batches) batches answered, "
+            + "settled \(counts.settled.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); "
             + "wrote for \(healed - started), converged in \(ContinuousClock.now - healed)")
         #expect(counts.returned > 100 && kills > 0 && faults > 0, "the run did too little to prove anything")
 
@@ -168,7 +190,6 @@ import Testing
             let key = DocumentKey(collection: "cw", id: "d0")
             checker.server[key]?.data?["x"] = .string(ChaosWorkload.initialValue)
         }
-        await live.stop()
     }
 
     /// Runs the checker on a doctored copy and expects a mismatch.
