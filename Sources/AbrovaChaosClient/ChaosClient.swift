@@ -85,7 +85,16 @@ func makeSync(_ options: ClientOptions) throws -> AbrovaSync {
         builder = builder.conflictStrategy(strategy, for: collection)
     }
     let name = options.name
-    return try AbrovaSync(config: builder.conflictResolver { info in resolve(info, by: name) }.build())
+    // A test kills the process while its resolver is deciding (as an app the system ends while the
+    // user chooses): the resolver says so on standard error, then takes this long.
+    let delay = ProcessInfo.processInfo.environment["ABROVA_CHAOS_RESOLVER_DELAY_MS"].flatMap(Int.init)
+    return try AbrovaSync(config: builder.conflictResolver { info in
+        if let delay {
+            FileHandle.standardError.write(Data("resolving \(info.collection)/\(info.documentId)\n".utf8))
+            try? await Task.sleep(for: .milliseconds(delay))
+        }
+        return resolve(info, by: name)
+    }.build())
 }
 
 /// The manual resolver: the server's document, with this client's own register as the device has
