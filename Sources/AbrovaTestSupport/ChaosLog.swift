@@ -70,16 +70,21 @@ public struct ChaosLogEntry: Hashable, Sendable {
         case createLocked
     }
 
+    /// What happened.
     public var event: Event
     /// The write id (empty for events that are not about one write).
     public var write: String
+    /// What the write does (`begin` only).
     public var operation: Operation?
+    /// The document's collection.
     public var collection: String
+    /// The document's id.
     public var document: String
     /// The register's dotted path, or the set's.
     public var field: String
     /// The value written or the element added or removed.
     public var value: String
+    /// What the event adds: a restart number, a status code, "pending", an outcome.
     public var detail: String
 
     /// An entry; unused parts stay empty.

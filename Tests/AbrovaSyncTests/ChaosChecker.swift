@@ -58,7 +58,7 @@ struct ChaosChecker {
         var writes = 0
         var returned = 0
         var refused = 0
-        var refusedLater = 0
+        var rejectionsHeard = 0
         var conflictsReported = 0
         var batches = 0
         /// Conflicts the server settled, by outcome, over distinct batches.
@@ -105,7 +105,7 @@ struct ChaosChecker {
             }
         }
         return Counts(writes: writes.count, returned: writes.filter(\.returned).count, refused: writes.filter { $0.refusal != nil }.count,
-                      refusedLater: entries.filter { $0.event == .rejectedLater }.count,
+                      rejectionsHeard: entries.filter { $0.event == .rejectedLater }.count,
                       conflictsReported: entries.filter { $0.event == .conflict }.count,
                       batches: seen.count, settled: settled)
     }

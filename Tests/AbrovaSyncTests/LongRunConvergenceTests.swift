@@ -188,7 +188,7 @@ import Testing
         print("long run (\(label)): seed \(seed); \(faults) faults set (\(faultsActed) times a fault acted on traffic), \(resets) connection resets, "
             + "\(kills) client processes killed and restarted (+\(slots.count) at the end), "
             + "\(crashes) ended by URLSession's trap on an answer cut after a header line and restarted; \(counts.writes) writes checked "
-            + "(\(counts.returned) returned, \(counts.refused) refused at once, \(counts.refusedLater) rejections heard on the stream), "
+            + "(\(counts.returned) returned, \(counts.refused) refused at once, \(counts.rejectionsHeard) rejections heard on the stream), "
             + "\(counts.conflictsReported) conflicts reported to clients, \(counts.batches) batches answered, "
             + "settled \(counts.settled.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); "
             + "wrote for \(healed - started), converged in \(ContinuousClock.now - healed)")
