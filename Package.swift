@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "abrova-bench", targets: ["AbrovaBenchmarks"]),
         .executable(name: "abrova-store-writer", targets: ["AbrovaStoreWriter"]),
         .executable(name: "abrova-fuzz", targets: ["AbrovaFuzz"]),
+        .executable(name: "abrova-chaos-client", targets: ["AbrovaChaosClient"]),
     ],
     targets: [
         .target(name: "AbrovaCore"),
@@ -49,6 +50,9 @@ let package = Package(
                                                                "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaPostgres"]),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
+        // One device of the long-run convergence test, in its own process: random writes through
+        // the public SDK, each logged, until killed (LongRunConvergenceTests starts and kills it).
+        .executableTarget(name: "AbrovaChaosClient", dependencies: ["AbrovaSync", "AbrovaTestSupport"]),
         // Fuzz targets over the wire decoders, zstd and the server's HTTP handling, with their
         // oracles and a seeded mutator; `abrova-fuzz` runs them, or is a libFuzzer binary when built
         // with -DLIBFUZZER (it then calls libFuzzer's driver, declared by CLibFuzzer).

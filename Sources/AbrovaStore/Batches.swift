@@ -111,6 +111,7 @@ extension LocalStore {
             var ownVersions: [DocumentKey: Set<Version>] = [:]
             var settledWrites: [DocumentKey: Int] = [:]
             var rollbacks: Set<DocumentKey> = []
+            var unresolved: [DocumentKey: (local: String?, conflicts: [Conflict])] = [:]
             for (change, result) in zip(changes, results) {
                 var state = confirmed[change.key] ?? before[change.key] ?? DocumentState()
                 settledWrites[change.key, default: 0] += change.writes
@@ -131,6 +132,10 @@ extension LocalStore {
                 case .unresolved(let server, let conflicts):
                     state.merge(server)
                     report.unresolved[change.key, default: []] += conflicts
+                    // Kept with the document as the app had it, until the resolution is written.
+                    // (Rare, so the view is rebuilt here rather than read for every change.)
+                    let local = try unresolved[change.key]?.local ?? appsView(of: change.key).documentJSON
+                    unresolved[change.key] = (local, (unresolved[change.key]?.conflicts ?? []) + conflicts)
                 case .rejected(let statusCode, let message):
                     rollbacks.insert(change.key)
                     report.rejections.append(Rejection(key: change.key, operation: OperationType(change.delta),
@@ -166,6 +171,10 @@ extension LocalStore {
                 for (sequenceNumber, delta, view) in rewritten {
                     try database.run("UPDATE pending SET delta = ?, view = ? WHERE sequence = ?",
                                      [.blob(Self.encode(delta)), SQLiteValue(view), .integer(sequenceNumber)])
+                }
+                for (key, left) in unresolved {
+                    try database.run("INSERT OR REPLACE INTO unresolved (collection, id, local, conflicts) VALUES (?, ?, ?, ?)",
+                                     [.text(key.collection), .text(key.id), SQLiteValue(left.local), .text(UnresolvedConflict.encode(left.conflicts))])
                 }
                 try database.run("DELETE FROM inflight")
                 try database.run("DELETE FROM batch")
@@ -239,6 +248,42 @@ extension LocalStore {
             INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
             ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
             """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])
+    }
+
+    /// The document as the app has it now (its confirmed state with every unsent change), without
+    /// caching it.
+    private func appsView(of key: DocumentKey) throws -> DocumentState {
+        if let cached = cache[key] { return cached.view }
+        var view = try confirmedState(of: key)
+        if unsent[key] != nil {
+            for change in try unsentChanges(of: key) { view.applyLocally(change.delta, at: Self.localVersion) }
+        }
+        return view
+    }
+
+    /// The conflicts the manual strategy left to the app's resolver whose resolution is not yet
+    /// written (by document).
+    ///
+    /// - Throws: `StoreError`.
+    public func unresolvedConflicts() throws -> [UnresolvedConflict] {
+        try translatingErrors {
+            try database.query("SELECT collection, id, local, conflicts FROM unresolved ORDER BY collection, id") { row in
+                UnresolvedConflict(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""),
+                                   local: try row.text(2).map { try Value(json: $0) },
+                                   conflicts: try UnresolvedConflict.decodeConflicts(row.text(3) ?? "[]"))
+            }
+        }
+    }
+
+    /// Forgets a conflict left to the resolver, once its resolution is written.
+    ///
+    /// - Throws: `StoreError`.
+    public func forgetUnresolvedConflict(_ key: DocumentKey) throws {
+        try translatingErrors {
+            try database.write { database in
+                try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+            }
+        }
     }
 
     /// The pull cursor saved with the last applied page, or `nil` before the first.

@@ -4,7 +4,7 @@ import AbrovaSQLite
 /// each migration takes a file from one version to the next, in its own transaction.
 enum Schema {
     /// The version this code writes.
-    static let currentVersion = 2
+    static let currentVersion = 3
 
     /// Migration `i` takes a file from version `i` to version `i + 1`.
     static let migrations: [String] = [
@@ -41,6 +41,17 @@ enum Schema {
         // a document with unsent changes is not in memory.)
         """
         CREATE INDEX inflight_by_document ON inflight (collection, id);
+        """,
+        // 2 -> 3: conflicts the manual strategy left to the app's resolver, kept until the
+        // resolution is written, so that an app ended meanwhile is asked again at its next start.
+        """
+        CREATE TABLE unresolved (
+            collection TEXT NOT NULL,
+            id TEXT NOT NULL,
+            local TEXT,
+            conflicts TEXT NOT NULL,
+            PRIMARY KEY (collection, id)
+        ) WITHOUT ROWID;
         """,
     ]
 

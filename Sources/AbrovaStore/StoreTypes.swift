@@ -161,8 +161,49 @@ public struct SettleReport: Hashable, Sendable {
     /// Conflicts the server settled by the strategy.
     public var conflicts: [DocumentKey: [Conflict]] = [:]
     /// Under the manual strategy: conflicts the app's resolver must decide. The client's change
-    /// was dropped; the resolver's answer is written as a new change.
+    /// was dropped; the resolver's answer is written as a new change. The store keeps them
+    /// (`unresolvedConflicts()`) until `forgetUnresolvedConflict(_:)`.
     public var unresolved: [DocumentKey: [Conflict]] = [:]
+}
+
+/// A conflict the manual strategy left to the app's resolver, which the store keeps until the
+/// resolution is written: an app ended before then is asked again at its next start.
+public struct UnresolvedConflict: Hashable, Sendable {
+    /// The document.
+    public let key: DocumentKey
+    /// The document as the device had it when the server answered (`nil`: deleted on the device).
+    public let local: Value?
+    /// The fields in conflict, each `unresolved`.
+    public let conflicts: [Conflict]
+
+    /// A conflict left to the resolver.
+    public init(key: DocumentKey, local: Value?, conflicts: [Conflict]) {
+        self.key = key
+        self.local = local
+        self.conflicts = conflicts
+    }
+
+    /// The conflicts as the store keeps them: canonical JSON of `[{path, outcome, server?, client?}]`.
+    static func encode(_ conflicts: [Conflict]) -> String {
+        Value.array(conflicts.map { conflict in
+            var fields: [String: Value] = ["path": .string(conflict.path.dotted), "outcome": .string(conflict.outcome.rawValue)]
+            fields["server"] = conflict.serverValue
+            fields["client"] = conflict.clientValue
+            return .map(fields)
+        }).canonicalJSON
+    }
+
+    static func decodeConflicts(_ json: String) throws -> [Conflict] {
+        guard case .array(let entries) = try Value(json: json) else { throw StoreError(.corrupt, "unresolved conflicts that are not an array") }
+        return try entries.map { entry in
+            guard let fields = entry.mapValue, let dotted = fields["path"]?.stringValue,
+                  let outcome = fields["outcome"]?.stringValue.flatMap(Conflict.Outcome.init(rawValue:)) else {
+                throw StoreError(.corrupt, "an unresolved conflict the store cannot read")
+            }
+            return Conflict(path: dotted.isEmpty ? .root : try FieldPath(dotted), serverValue: fields["server"],
+                            clientValue: fields["client"], outcome: outcome)
+        }
+    }
 }
 
 /// A batch frozen for sending: the same bytes go out on every retry.

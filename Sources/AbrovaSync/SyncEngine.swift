@@ -240,6 +240,7 @@ public actor SyncEngine {
 
     /// Sends batches until nothing is unsent.
     private func pushAll(into result: inout RunResult, syncedCount: inout Int) async throws {
+        try await resolveKeptConflicts()  // left by a process that ended while its resolver decided
         let configuration = configuration
         while let frozen = try await store.freezeBatch(maximumChanges: configuration.maximumBatchChanges,
                                                        strategyOf: { configuration.strategy(for: $0.collection) }) {
@@ -261,12 +262,6 @@ public actor SyncEngine {
 
     /// Settles one batch's answer and tells the app what became of each change.
     private func settle(_ batch: Batch, answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int) async throws {
-        // The device's documents as it wants them, for the manual resolver, before the settle
-        // drops the changes the server did not apply.
-        var wanted: [DocumentKey: [String: Value]?] = [:]
-        for (change, outcome) in zip(batch.changes, answer) {
-            if case .unresolved = outcome { wanted[change.key] = try await store.document(change.key).data?.mapValue }
-        }
         let report = try await store.settle(batch: batch.sequence, results: answer)
         runProgress.pushedChanges += batch.changes.count
         progress.send(runProgress)
@@ -289,13 +284,30 @@ public actor SyncEngine {
             let info = ConflictInfo(documentId: key.id, collection: key.collection, local: nil, server: server, conflicts: conflicts)
             eachListener { $0.onConflictDetected(conflict: info) }
         }
+        // The store keeps each conflict left to the resolver, with the device's document as the
+        // app had it, until the resolution is written.
+        let kept = Dictionary(try await store.unresolvedConflicts().map { ($0.key, $0) }, uniquingKeysWith: { $1 })
         for (key, conflicts) in report.unresolved.sorted(by: { $0.key < $1.key }) {
             let server = try await store.document(key).data?.mapValue
-            let info = ConflictInfo(documentId: key.id, collection: key.collection, local: wanted[key] ?? nil, server: server,
+            let info = ConflictInfo(documentId: key.id, collection: key.collection, local: kept[key]?.local?.mapValue, server: server,
                                     conflicts: conflicts)
             eachListener { $0.onConflictDetected(conflict: info) }
-            guard let resolver = configuration.conflictResolver else { continue }
-            // The resolution is a new change on top of the server's document; this run sends it.
+        }
+        if !report.unresolved.isEmpty { try await resolveKeptConflicts() }
+    }
+
+    /// Asks the resolver about every conflict the store keeps: those of this run, and any that an
+    /// earlier process left when it ended before the resolution was written. Each resolution is a
+    /// new change on top of the server's document, which this run sends; the conflict is forgotten
+    /// after it is written (so an app ended in between is asked again: resolutions must bear
+    /// being written twice, as `use(_:)` and the others do).
+    private func resolveKeptConflicts() async throws {
+        guard let resolver = configuration.conflictResolver else { return }
+        for conflict in try await store.unresolvedConflicts() {
+            let key = conflict.key
+            let server = try await store.document(key).data?.mapValue
+            let info = ConflictInfo(documentId: key.id, collection: key.collection, local: conflict.local?.mapValue, server: server,
+                                    conflicts: conflict.conflicts)
             switch await resolver(info) {
             case .useServer: break
             case .useLocal:
@@ -303,6 +315,7 @@ public actor SyncEngine {
             case .use(let data): try await store.setData(data, for: key)
             case .delete: try await store.delete(key)
             }
+            try await store.forgetUnresolvedConflict(key)
         }
     }
 

@@ -343,6 +343,20 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await store.unsentWriteCount == 0)
     }
 
+    /// The conflict, with the document as the device had it, outlives the process until the
+    /// resolution is written: an app ended while its resolver decided is asked again.
+    @Test func underManualTheConflictIsKeptUntilItIsForgottenAcrossAReopen() async throws {
+        let (_, store) = try await settleConcurrentQuantities(strategy: .manual)
+        let expected = UnresolvedConflict(key: cart, local: ["qty": 5],
+                                          conflicts: [Conflict(path: path("qty"), serverValue: 3, clientValue: 5, outcome: .unresolved)])
+        #expect(try await store.unresolvedConflicts() == [expected])
+        await store.close()
+        let reopened = try LocalStore(path: folder.path("store.sqlite"))
+        #expect(try await reopened.unresolvedConflicts() == [expected])
+        try await reopened.forgetUnresolvedConflict(cart)
+        #expect(try await reopened.unresolvedConflicts().isEmpty)
+    }
+
     @Test func aSettledConflictIsReportedAndTheServersOutcomeShown() async throws {
         let (report, store) = try await settleConcurrentQuantities(strategy: .serverWins)
         #expect(report.conflicts[cart]?.map(\.outcome) == [.serverWon])
@@ -580,7 +594,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             #expect(store.clientID == "old-client")
             #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 1])
         }
-        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 2)
+        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 3)
     }
 
     @Test func theStricterDurabilityCanBeChosen() async throws {

@@ -93,13 +93,18 @@ final class LiveSyncServer: Sendable {
     ///   - tombstoneRetention: how long deletes are kept, in the service's clock.
     ///   - afterPushCommit: called after each committed push; when it throws, the push is
     ///     answered 500 although it was applied (a lost answer).
+    ///   - observe: called with every request and its answer, bodies included, as they cross the
+    ///     wire, before the answer leaves.
+    ///   - store: the store to serve (a `PostgresServerStore` that another server shares); by
+    ///     default a fresh SQLite database in `folder`.
     init(rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), bodyLimits: BodyLimits = BodyLimits(),
          http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
          tombstoneRetention: TimeInterval = 3_600,
-         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
+         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil,
+         observe: (@Sendable (HTTPRequest, HTTPResponse) -> Void)? = nil, store: (any ServerStore)? = nil) throws {
         let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
         self.now = now
-        let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
+        let store = try store ?? SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
         service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
             limits: limits, tombstoneRetention: tombstoneRetention, clock: { now.value }, afterPushCommit: afterPushCommit))
         let authenticator = ConfiguredAuthenticator(apiKeys: [Self.apiKey], tokens: Self.tokens)
@@ -107,6 +112,7 @@ final class LiveSyncServer: Sendable {
         let recorded = recorded
         server = try HTTPServer(configuration: http) { request in
             let response = handler.handle(request)
+            observe?(request, response)
             recorded.update { $0.append(RecordedExchange(request, response)) }
             return response
         }

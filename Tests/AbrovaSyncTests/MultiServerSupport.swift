@@ -5,106 +5,53 @@ import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 
-/// `abrova serve --postgres` in a child process, on a free loopback port, in development mode (any
-/// API key; a bearer token is its user's id). Its output goes to a log file.
-///
-/// `stop()` kills it (SIGKILL) and waits until it is gone; released without `stop()` (a test that
-/// threw), it is killed in `deinit`. A watchdog shell kills it too when the test process ends
-/// however it ends (it waits on a pipe only this process holds), so no server outlives its test.
-final class ServerProcess: @unchecked Sendable {
+/// `abrova serve --postgres` in a child process (`ChildProcess`), on a free loopback port, in
+/// development mode (any API key; a bearer token is its user's id). Its output goes to a log file.
+/// `stop()` kills it (SIGKILL) and waits until it is gone; it dies with its value in any case.
+final class ServerProcess: Sendable {
     /// The port it listens on.
     let port: UInt16
     /// The `application_name` of its PostgreSQL connections (`pg_stat_activity` shows them).
     let applicationName: String
-    /// Where its output goes.
-    let logPath: String
     /// `http://127.0.0.1:<port>`.
     var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
-    private let process: Process
-    private let watchdog: FileHandle
-    private let watchdogClosed = Locked(false)
+    private let child: ChildProcess
 
     /// Starts a server on the database `databaseURL` names and waits (without blocking a thread)
     /// until it says which port it listens on.
     static func start(databaseURL: String, name: String, folder: TemporaryFolder, within seconds: Double = 30) async throws -> ServerProcess {
-        guard let executable = BuiltExecutable.url(named: "abrova") else { throw Failure("abrova is not built; run swift build first") }
         let applicationName = "abrova-\(name)-\(UUID().uuidString.prefix(8).lowercased())"
-        let logPath = folder.path("\(name).log")
-        guard FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) else {
-            throw Failure("cannot write \(logPath)")
-        }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = ["serve", "--postgres", databaseURL + "&application_name=\(applicationName)", "--port", "0", "--loopback"]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
-        try? log.close()
-        let watchdog = try watch(process.processIdentifier)
+        let child = try ChildProcess("abrova", ["serve", "--postgres", databaseURL + "&application_name=\(applicationName)", "--port", "0", "--loopback"],
+                                     logPath: folder.path("\(name).log"))
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
         do {
-            while ContinuousClock.now < deadline && process.isRunning {
-                let text = readLog(logPath)
+            while ContinuousClock.now < deadline && child.isRunning {
+                let text = child.log
                 if let range = text.range(of: #"on port \d+"#, options: .regularExpression),
                    let port = UInt16(text[range].split(separator: " ").last ?? "") {
-                    return ServerProcess(port: port, applicationName: applicationName, logPath: logPath, process: process, watchdog: watchdog)
+                    return ServerProcess(port: port, applicationName: applicationName, child: child)
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            throw Failure("\(name) did not start: \(readLog(logPath))")
+            throw Failure("\(name) did not start: \(child.log)")
         } catch {
-            try? watchdog.close()
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            child.kill()
             throw error
         }
     }
 
-    private static func readLog(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-
-    /// A shell that kills `pid` when its standard input ends: when the returned handle is closed,
-    /// or when this process ends. Both ends of the pipe are closed on exec, so no other child
-    /// holds it open.
-    private static func watch(_ pid: Int32) throws -> FileHandle {
-        let pipe = Pipe()
-        for descriptor in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
-        let shell = Process()
-        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
-        shell.arguments = ["-c", #"read -r line; kill -KILL "$1" 2>/dev/null"#, "abrova-watchdog", String(pid)]
-        shell.standardInput = pipe
-        shell.standardOutput = FileHandle.nullDevice
-        shell.standardError = FileHandle.nullDevice
-        try shell.run()
-        return pipe.fileHandleForWriting
-    }
-
-    private init(port: UInt16, applicationName: String, logPath: String, process: Process, watchdog: FileHandle) {
+    private init(port: UInt16, applicationName: String, child: ChildProcess) {
         self.port = port
         self.applicationName = applicationName
-        self.logPath = logPath
-        self.process = process
-        self.watchdog = watchdog
-    }
-
-    deinit { killNow() }
-
-    private func killNow() {
-        if !watchdogClosed.update({ closed in defer { closed = true }; return closed }) { try? watchdog.close() }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        self.child = child
     }
 
     /// Kills the server and waits until it is gone.
-    func stop() async {
-        killNow()
-        let process = process
-        _ = try? await onNewThread { process.waitUntilExit() }
-    }
+    func stop() async { await child.stop() }
 
     /// Its output so far: one line per request ("POST /v1/push 200 1.2 ms caller=ana").
-    var log: String { Self.readLog(logPath) }
+    var log: String { child.log }
 
     /// How many requests it answered with `status`.
     func answers(_ status: Int, to route: String = "") -> Int {
