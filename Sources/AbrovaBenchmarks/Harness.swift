@@ -3,7 +3,8 @@ import Foundation
 
 /// Command-line options.
 struct BenchmarkOptions {
-    var jsonPath: String?
+    /// Where the figures are written as JSON (`--json FILE`; `abrova-bench.json` by default).
+    var jsonPath = "abrova-bench.json"
     /// Fewer repetitions and smaller sizes, for a smoke run.
     var isQuick = false
     /// Runs only the figures whose names contain this text (`--only store`).
@@ -16,7 +17,7 @@ struct BenchmarkOptions {
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             switch argument {
-            case "--json": jsonPath = remaining.popFirst()
+            case "--json": jsonPath = remaining.popFirst() ?? jsonPath
             case "--quick": isQuick = true
             case "--only": only = remaining.popFirst()
             default: print("ignoring unknown argument \(argument)")
@@ -63,7 +64,19 @@ struct BenchmarkReport {
                 "goalMet": row.isGoalMet.map(Value.bool) ?? .null,
             ]
         }
-        try Data(Value.map(["rows": .array(rows)]).canonicalJSON.utf8).write(to: URL(fileURLWithPath: path))
+        let machine: Value = [
+            "cores": .int(Int64(ProcessInfo.processInfo.activeProcessorCount)),
+            "memoryGiB": .int(Int64(ProcessInfo.processInfo.physicalMemory >> 30)),
+            "loadAverageAtEnd": .string(Self.loadAverage ?? "unknown"),
+            "finished": .string(ISO8601DateFormatter().string(from: Date())),
+        ]
+        try Data(Value.map(["machine": machine, "rows": .array(rows)]).canonicalJSON.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// The 1, 5 and 15 minute load averages (Linux), which say how shared the machine was.
+    static var loadAverage: String? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").prefix(3).joined(separator: " ")
     }
 }
 

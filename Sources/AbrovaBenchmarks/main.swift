@@ -1,7 +1,9 @@
 // abrova-bench: figures as ratios against baselines measured in the same run, because these
 // machines are shared and noisy and only ratios hold. Build it in release:
 //
-//     swift run -c release abrova-bench [--json results.json] [--quick]
+//     swift build -c release && .build/release/abrova-bench [--json results.json] [--quick] [--only TEXT]
+//
+// (`swift build` builds `abrova` too, which the server-process figures start.)
 
 import Foundation
 
@@ -28,12 +30,11 @@ ServerBenchmarks(options: options).run(into: &report)
 let syncReport = report
 report = await Task.detached { await SyncBenchmarks(options: options).run(adding: syncReport) }.value
 report.printTable()
-if let path = options.jsonPath {
-    do {
-        try report.writeJSON(to: path)
-        print("\nwrote \(path)")
-    } catch {
-        print("\ncould not write \(path): \(error)")
-        exit(1)
-    }
+print("\nload average at the end: \(BenchmarkReport.loadAverage ?? "unknown") (1, 5, 15 minutes)")
+do {
+    try report.writeJSON(to: options.jsonPath)
+    print("\nwrote \(options.jsonPath)")
+} catch {
+    print("\ncould not write \(options.jsonPath): \(error)")
+    exit(1)
 }
