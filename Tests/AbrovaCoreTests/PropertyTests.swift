@@ -390,28 +390,12 @@ import Testing
         }
     }
 
-    /// `bytes` with one to three random edits: a byte replaced by a JSON-significant one, removed
-    /// or repeated.
-    static func mutated(_ bytes: [UInt8], _ choices: inout Choices) -> [UInt8] {
-        var result = bytes
-        let significant = Array(#"{}[],:"\-0129e.ftnaux "#.utf8)
-        for _ in 0..<choices.int(in: 1...3) where !result.isEmpty {
-            let index = choices.below(result.count)
-            switch choices.below(3) {
-            case 0: result[index] = choices.element(of: significant)
-            case 1: result.remove(at: index)
-            default: result.insert(result[index], at: index)
-            }
-        }
-        return result
-    }
-
     @Test func theOnePassReaderAgreesWithTheTree() async {
         let failure = await Property.check("state readers agree", generate: { choices in
             let history = Generate.history(&choices)
             var bytes: [UInt8] = []
             history.final.writeEncoded(to: &bytes)
-            return (history: history, bytes: bytes, mutated: Self.mutated(bytes, &choices))
+            return (history: history, bytes: bytes, mutated: JSONMutation.mutated(bytes, &choices))
         }) { input in
             var reader = JSONReader(bytes: input.bytes, maximumDepth: ValueLimits.maximumEncodedDepth)
             guard let read = DocumentState.readEncoded(from: &reader), read == input.history.final else {
@@ -474,7 +458,7 @@ import Testing
             default: break
             }
             let bytes = Array(text.utf8)
-            return (bytes: bytes, mutated: StateReadingPropertyTests.mutated(bytes, &choices))
+            return (bytes: bytes, mutated: JSONMutation.mutated(bytes, &choices))
         }) { input in
             for bytes in [input.bytes, input.mutated] {
                 let read = Self.accepts(bytes, skipping: false)

@@ -36,26 +36,10 @@ import Testing
         return PullResponse(documents: documents, cursor: "c1.\(choices.below(1_000))", hasMore: choices.chance(oneIn: 2))
     }
 
-    /// `bytes` with one to three random edits: a byte replaced by a JSON-significant one, removed
-    /// or repeated.
-    static func mutated(_ bytes: [UInt8], _ choices: inout Choices) -> [UInt8] {
-        var result = bytes
-        let significant = Array(#"{}[],:"\-0129e.ftnaux "#.utf8)
-        for _ in 0..<choices.int(in: 1...3) where !result.isEmpty {
-            let index = choices.below(result.count)
-            switch choices.below(3) {
-            case 0: result[index] = choices.element(of: significant)
-            case 1: result.remove(at: index)
-            default: result.insert(result[index], at: index)
-            }
-        }
-        return result
-    }
-
     @Test func bothReadingsAgree() async {
         let failure = await Property.check("page readings agree", generate: { choices in
             let page = (try? Self.page(&choices)) ?? PullResponse(documents: [], cursor: "", hasMore: false)
-            return (page: page, mutated: Self.mutated(page.body, &choices))
+            return (page: page, mutated: JSONMutation.mutated(page.body, &choices))
         }) { input in
             guard let read = PullResponse.readInOnePass(input.page.body), read == input.page else {
                 return "a page is not read back in one pass: \(String(decoding: input.page.body, as: UTF8.self))"
