@@ -35,7 +35,8 @@ extension LocalStore {
                 var pruned = delta
                 var isPruned = false
                 if !delta.setChanges.isEmpty || observed[key] != nil {
-                    var state = try observed[key] ?? confirmedState(of: key)
+                    // Taken out while it changes, so that the change is made in place, not on a copy.
+                    var state = try observed.removeValue(forKey: key) ?? confirmedState(of: key)
                     if !delta.setChanges.isEmpty {
                         pruned = delta.droppingUnobservedRemoves(confirmed: state)
                         isPruned = pruned != delta
@@ -130,7 +131,9 @@ extension LocalStore {
             var settledWrites: [DocumentKey: Int] = [:]
             var rollbacks: Set<DocumentKey> = []
             for (change, result) in zip(changes, results) {
-                var state = confirmed[change.key] ?? before[change.key] ?? DocumentState()
+                // Taken out while it changes, so that the join is made in place, not on a copy of the
+                // document's fields.
+                var state = confirmed.removeValue(forKey: change.key) ?? before.removeValue(forKey: change.key) ?? DocumentState()
                 settledWrites[change.key, default: 0] += change.writes
                 switch result {
                 case .applied(let version, let server, let conflicts):
