@@ -56,7 +56,7 @@ extension LocalStore {
             let sequence = Int64(try meta("next_batch_sequence") ?? "1") ?? 1
             let batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
             var body: [UInt8] = []
-            batch.encoded.writeCanonicalJSON(to: &body)
+            batch.writeEncoded(to: &body)
             try database.write { database in
                 for (position, (change, encoded)) in changes.enumerated() {
                     let view = lastPositions[change.key] == position ? lastViews[change.key] ?? nil : nil
