@@ -130,6 +130,11 @@ extension LocalStore {
             var ownVersions: [DocumentKey: Set<Version>] = [:]
             var settledWrites: [DocumentKey: Int] = [:]
             var rollbacks: Set<DocumentKey> = []
+            // Documents whose view the answer may change: any result but an uncontested change this
+            // device joined itself. For the others the confirmed state now holds the changes the
+            // view already showed, so the view (the confirmed state plus every unsent change) is
+            // the same, and it is kept rather than rebuilt from the pending changes.
+            var reshown: Set<DocumentKey> = []
             for (change, result) in zip(changes, results) {
                 // Taken out while it changes, so that the join is made in place, not on a copy of the
                 // document's fields.
@@ -139,29 +144,37 @@ extension LocalStore {
                 case .applied(let version, let server, let conflicts):
                     if let server {
                         state.merge(server)
+                        reshown.insert(change.key)
                     } else if state.version < version {
                         // Uncontested: the server's state is ours with the change joined, rebased as
                         // the server rebased it past this batch's earlier changes of the document.
                         // (From a version on, a pull already brought a state that holds the change.)
                         // Should the join fail here (it did not on the server), the next pull brings it.
                         let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
-                        _ = try? ConflictStrategy.merge.apply(delta, to: &state, version: version)
+                        if (try? ConflictStrategy.merge.apply(delta, to: &state, version: version)) == nil { reshown.insert(change.key) }
+                    } else {
+                        reshown.insert(change.key)
                     }
                     ownVersions[change.key, default: []].insert(version)
-                    if !conflicts.isEmpty { report.conflicts[change.key, default: []] += conflicts }
+                    if !conflicts.isEmpty {
+                        report.conflicts[change.key, default: []] += conflicts
+                        reshown.insert(change.key)
+                    }
                 case .unresolved(let server, let conflicts):
                     state.merge(server)
+                    reshown.insert(change.key)
                     report.unresolved[change.key, default: []] += conflicts
                 case .rejected(let statusCode, let message):
                     rollbacks.insert(change.key)
+                    reshown.insert(change.key)
                     report.rejections.append(Rejection(key: change.key, operation: OperationType(change.delta),
                                                        statusCode: statusCode, message: message))
                 }
                 confirmed[change.key] = state
             }
             // The pending changes of these documents: rebased past this client's own writes, and
-            // the view of each document's newest one rebuilt on the new confirmed state (the views
-            // of older ones are never shown: Spec/storage.md). A document has some exactly when it
+            // the view of each document's newest one rebuilt on the new confirmed state where the
+            // answer may change it (the views of older ones are never shown: Spec/storage.md). A document has some exactly when it
             // holds more unsent writes than the batch settles; when none has, there is nothing to
             // read (a queue of 100k writes would otherwise be read, and its changes decoded, once
             // a batch).
@@ -170,6 +183,9 @@ extension LocalStore {
                 (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), row.blob(3), Int(row.integer(4)))
             }
             var views = confirmed
+            // The views that stay as they are (see `reshown`), for the documents in memory.
+            var keptViews: [DocumentKey: DocumentState] = [:]
+            for key in confirmed.keys where !reshown.contains(key) { keptViews[key] = cache[key]?.view }
             var rebased: [(sequence: Int64, delta: [UInt8])] = []
             var newest: [DocumentKey: Int64] = [:]
             var stillUnsent: [DocumentKey: UnsentDocument] = [:]
@@ -183,13 +199,14 @@ extension LocalStore {
                         if tail?.sequence == sequenceNumber { tail?.delta = moved }
                     }
                 }
-                views[key]?.applyLocally(delta, at: Self.localVersion)
+                if keptViews[key] == nil { views[key]?.applyLocally(delta, at: Self.localVersion) }
                 newest[key] = sequenceNumber
-                stillUnsent[key, default: UnsentDocument(viewJSON: nil, writes: 0)].writes += writes
+                stillUnsent[key, default: UnsentDocument(viewJSON: unsent[key]?.viewJSON, writes: 0)].writes += writes
             }
             var newestViews: [(sequence: Int64, view: String?)] = []
             for (key, sequenceNumber) in newest {
-                let view = views[key]?.documentJSON
+                // A kept view is written again too: its row may have been rebased (and its view let go).
+                let view = keptViews[key] != nil ? stillUnsent[key]?.viewJSON ?? nil : views[key]?.documentJSON
                 stillUnsent[key]?.viewJSON = view
                 newestViews.append((sequenceNumber, view))
             }
@@ -206,7 +223,8 @@ extension LocalStore {
             }
             inflight = nil
             for (key, state) in confirmed {
-                remember(CachedDocument(confirmed: state, view: views[key] ?? state), for: key)
+                let view = stillUnsent[key] == nil ? nil : keptViews[key]
+                remember(CachedDocument(confirmed: state, view: view ?? views[key] ?? state), for: key)
                 unsent[key] = stillUnsent[key]
             }
             unsentWriteCount -= settledWrites.values.reduce(0, +)
