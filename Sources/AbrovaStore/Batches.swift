@@ -30,8 +30,9 @@ extension LocalStore {
             // newest change of a document keeps its view (Spec/storage.md), and once in flight that
             // is the document's last kept change of the batch, unless later ones are still pending.
             var lastViews: [DocumentKey: String?] = [:]
-            for (key, encoded, writes, view, _) in pending {
-                let delta = try Self.decodeDelta(encoded)
+            for (key, encoded, writes, view, sequenceNumber) in pending {
+                // Leaves `pending` now (the entry, if any, is the row's change).
+                let delta = try decodedPending.removeValue(forKey: sequenceNumber) ?? Self.decodeDelta(encoded)
                 var pruned = delta
                 var isPruned = false
                 if !delta.setChanges.isEmpty || observed[key] != nil {
@@ -189,8 +190,9 @@ extension LocalStore {
             var rebased: [(sequence: Int64, delta: [UInt8])] = []
             var newest: [DocumentKey: Int64] = [:]
             var stillUnsent: [DocumentKey: UnsentDocument] = [:]
+            var decoded: [(sequence: Int64, delta: DocumentDelta)] = []
             for (sequenceNumber, key, encodedDelta, writes) in pending where confirmed[key] != nil {
-                var delta = try Self.decodeDelta(encodedDelta)
+                var delta = try decodedPending[sequenceNumber] ?? Self.decodeDelta(encodedDelta)
                 if let versions = ownVersions[key], let state = confirmed[key] {
                     let moved = delta.rebased(onto: state, ownVersions: versions)
                     if moved != delta {
@@ -200,6 +202,7 @@ extension LocalStore {
                     }
                 }
                 if keptViews[key] == nil { views[key]?.applyLocally(delta, at: Self.localVersion) }
+                decoded.append((sequenceNumber, delta))
                 newest[key] = sequenceNumber
                 stillUnsent[key, default: UnsentDocument(viewJSON: unsent[key]?.viewJSON, writes: 0)].writes += writes
             }
@@ -222,6 +225,7 @@ extension LocalStore {
                 try database.run("DELETE FROM batch")
             }
             inflight = nil
+            for (sequenceNumber, delta) in decoded { decodedPending[sequenceNumber] = delta }
             for (key, state) in confirmed {
                 let view = stillUnsent[key] == nil ? nil : keptViews[key]
                 remember(CachedDocument(confirmed: state, view: view ?? views[key] ?? state), for: key)

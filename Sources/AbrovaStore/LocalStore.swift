@@ -33,6 +33,10 @@ public actor LocalStore {
     /// The batch in flight as frozen or last read, so that settling it need not decode its body
     /// again; `nil` when there is none or it is not in memory (it is then read from `batch`).
     var inflight: FrozenBatch?
+    /// Pending changes as a settle left them (decoded, rebased), by sequence, so that the next
+    /// settle and the freeze that sends them do not decode them again. An entry is always the
+    /// row's stored change: a write composing into the row, or the row leaving `pending`, drops it.
+    var decodedPending: [Int64: DocumentDelta] = [:]
     var listeners = Listeners()
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
@@ -72,6 +76,7 @@ public actor LocalStore {
     /// Closes the store's file now (another store may then open it); every later call throws.
     public func close() {
         database.close()
+        decodedPending = [:]
         for listener in listeners.all.values {
             switch listener {
             case .document(_, let continuation): continuation.finish()
@@ -162,6 +167,7 @@ public actor LocalStore {
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
             if tail?.key == key, var tail {
+                decodedPending[tail.sequence] = nil
                 tail.delta.compose(with: delta)
                 tail.writes += 1
                 try database.run("UPDATE pending SET delta = ?, writes = ?, view = ? WHERE sequence = ?",
