@@ -323,27 +323,49 @@ public struct DocumentState: Hashable, Sendable {
     @discardableResult
     mutating func changeSet(at path: FieldPath, adding adds: Set<Value>, removing removes: Set<Value>,
                             version: Version, removeIf shouldRemove: (Version) -> Bool = { _ in true }) -> Bool {
-        if case .set(var set)? = fields[path], livePaths(overlapping: path) == [path] {
-            var changed = false
-            for element in removes {
-                if let added = set.elements[element], shouldRemove(added) {
-                    set.elements[element] = nil
+        if case .set? = fields[path], livePaths(overlapping: path) == [path], let index = fields.index(forKey: path) {
+            // Changed in place, in proportion to the change: the set is taken out of its field while
+            // it changes (so that its elements are not copied), and the size is adjusted by the
+            // elements that come and go rather than measured again.
+            var sizeChange = 0
+            let changed = Self.changeInPlace(&fields.values[index]) { set in
+                let countBefore = set.elements.count
+                var changed = false
+                for element in removes {
+                    if let added = set.elements[element], shouldRemove(added) {
+                        set.elements[element] = nil
+                        sizeChange -= element.canonicalByteCount
+                        changed = true
+                    }
+                }
+                for element in adds {
+                    if set.elements.updateValue(version, forKey: element) == nil { sizeChange += element.canonicalByteCount }
                     changed = true
                 }
-            }
-            for element in adds {
-                set.elements[element] = version
-                changed = true
+                if changed {
+                    set.version = version
+                    sizeChange += max(set.elements.count - 1, 0) - max(countBefore - 1, 0)  // the commas
+                }
+                return changed
             }
             guard changed else { return false }
-            set.version = version
-            store(.set(set), at: path)
+            byteSize += sizeChange
+            if version > self.version { self.version = version }
             return true
         }
         for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
         store(.set(ObservedRemoveSet(elements: Dictionary(uniqueKeysWithValues: adds.map { ($0, version) }),
                                      version: version)), at: path)
         return true
+    }
+
+    /// Runs `body` on the set a field holds, with the field's reference to it released meanwhile,
+    /// so that the set is changed in place.
+    private static func changeInPlace(_ field: inout Field, _ body: (inout ObservedRemoveSet) -> Bool) -> Bool {
+        guard case .set(var set) = field else { return false }
+        field = .register(Register(value: nil, version: .zero))
+        defer { field = .set(set) }
+        return body(&set)
     }
 
     // MARK: Join

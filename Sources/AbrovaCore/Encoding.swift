@@ -248,6 +248,33 @@ extension Batch: EncodedAsValue {
         ])
     }
 
+    /// Appends the canonical JSON of `encoded`, each change's delta written from its parts (no
+    /// `Value` tree of the batch is built).
+    public func writeEncoded(to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: #"{"batchSeq":"#.utf8)
+        Value.writeDecimal(sequence, to: &bytes)
+        bytes.append(contentsOf: #","changes":["#.utf8)
+        for (index, change) in changes.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: #"{"collection":"#.utf8)
+            Value.writeJSONString(change.key.collection, to: &bytes)
+            bytes.append(contentsOf: #","delta":"#.utf8)
+            change.delta.writeEncoded(to: &bytes)
+            bytes.append(contentsOf: #","id":"#.utf8)
+            Value.writeJSONString(change.key.id, to: &bytes)
+            if let strategy = change.strategy {
+                bytes.append(contentsOf: #","strategy":"#.utf8)
+                Value.writeJSONString(strategy.rawValue, to: &bytes)
+            }
+            bytes.append(contentsOf: #","writes":"#.utf8)
+            Value.writeDecimal(Int64(change.writes), to: &bytes)
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(contentsOf: #"],"clientId":"#.utf8)
+        Value.writeJSONString(clientID, to: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+    }
+
     /// Reads the compact form.
     ///
     /// - Throws: `ValueError` naming the part that is malformed.

@@ -10,16 +10,20 @@ extension DocumentDelta {
     /// very path do not count: that write was joined after them on the server (its conflicts with
     /// them are settled), and the part is its sequel.
     public func rebased(onto confirmed: DocumentState, ownVersions: Set<Version>) -> DocumentDelta {
-        guard let newest = ownVersions.max() else { return self }
+        guard let newest = ownVersions.max(), earliestBase < newest else { return self }
         func changedByOthers(_ version: Version, since base: Version) -> Bool {
             version > base && version < newest && !ownVersions.contains(version)
         }
+        // The fields others may have written after some part's base: one pass over the document
+        // for the whole change, not one for each of its parts.
+        let earliest = earliestBase
+        let candidates = confirmed.fields.filter { changedByOthers($0.value.version, since: earliest) }
         func rebase(_ base: Version, _ path: FieldPath?) -> Version {
             guard base < newest else { return base }
             if path == nil, changedByOthers(confirmed.existence.version, since: base) { return base }
             var since = base
             if let path, let own = confirmed[path]?.version, ownVersions.contains(own) { since = max(base, own) }
-            let othersWrote = confirmed.fields.contains { fieldPath, field in
+            let othersWrote = candidates.contains { fieldPath, field in
                 changedByOthers(field.version, since: since) && (path.map { fieldPath.overlaps($0) } ?? true)
             }
             return othersWrote ? base : newest

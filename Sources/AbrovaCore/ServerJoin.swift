@@ -115,9 +115,12 @@ private struct ServerJoin {
             state.setExistence(true, at: version)  // the edit wins: the document comes back
         }
 
-        // Settle the fields, one overlap group at a time.
+        // Settle the fields, one overlap group at a time. A field conflicts only when the server
+        // changed it after the base that touches it; when none was (an uncontested change, the
+        // common case), no group can have a conflict and the grouping is skipped.
+        let mayConflict = bases.contains { path, base in (before(path)?.version ?? .zero) > base }
         var beforeState: DocumentState?  // built only to describe conflicts
-        for group in Self.overlapGroups(of: bases.keys) {
+        for group in mayConflict ? Self.overlapGroups(of: bases.keys) : [] {
             let conflicting = group.filter { path in
                 guard let server = before(path), let base = bases[path], server.version > base else { return false }
                 return server.value != state[path]?.value

@@ -182,9 +182,17 @@ private final class SQLiteServerTransaction: ServerTransaction {
         return document
     }
 
+    /// The counter as this transaction has advanced it, read at its first version and written back
+    /// once, at the flush (one statement a batch instead of one a change). The writer's lock and the
+    /// SQLite transaction keep every other writer out until the commit.
+    private var lastVersion: Int64?
+    private var isVersionAdvanced = false
+
     func nextVersion() throws -> Version {
-        let next = try database.queryFirst("UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value") { $0.integer(0) }
-        return Version(UInt64(bitPattern: next ?? 0))
+        let last = try lastVersion ?? database.queryFirst("SELECT value FROM meta WHERE key = 'version'") { $0.integer(0) } ?? 0
+        lastVersion = last + 1
+        isVersionAdvanced = true
+        return Version(UInt64(bitPattern: last + 1))
     }
 
     func saveDocument(_ document: StoredDocument, at time: Date) throws {
@@ -196,6 +204,10 @@ private final class SQLiteServerTransaction: ServerTransaction {
     func flush() throws {
         for (document, time) in unsaved.values { try write(document, at: time) }
         unsaved = [:]
+        if isVersionAdvanced, let lastVersion {
+            try database.run("UPDATE meta SET value = ? WHERE key = 'version'", [.integer(lastVersion)])
+            isVersionAdvanced = false
+        }
     }
 
     private func write(_ document: StoredDocument, at time: Date) throws {

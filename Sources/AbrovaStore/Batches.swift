@@ -13,7 +13,7 @@ extension LocalStore {
             if let frozen = try inflightBatch() { return frozen }
             let pending = try database.query("SELECT collection, id, delta, writes, view, sequence FROM pending ORDER BY sequence LIMIT ?",
                                              [.integer(Int64(max(1, maximumChanges)))]) { row in
-                (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), try Self.decodeDelta(row.blob(2)),
+                (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), row.blob(2) ?? [],
                  Int(row.integer(3)), row.text(4), row.integer(5))
             }
             let lastFrozen = pending.last?.4 ?? 0
@@ -22,32 +22,48 @@ extension LocalStore {
             // changes left with nothing to do (their views are those of the change before them).
             // An element an earlier change of this batch adds counts as shown: the server applies
             // that add first, and the remove must take it.
-            var changes: [(change: BatchChange, view: String?)] = []
+            // Each change keeps its stored bytes unless pruning changed it.
+            var changes: [(change: BatchChange, encoded: [UInt8]?)] = []
             var cancelled: [DocumentKey: Int] = [:]
             var observed: [DocumentKey: DocumentState] = [:]
-            for (key, delta, writes, view, _) in pending {
+            // The view after the batch's last change of each document (cancelled or not): only the
+            // newest change of a document keeps its view (Spec/storage.md), and once in flight that
+            // is the document's last kept change of the batch, unless later ones are still pending.
+            var lastViews: [DocumentKey: String?] = [:]
+            for (key, encoded, writes, view, sequenceNumber) in pending {
+                // Leaves `pending` now (the entry, if any, is the row's change).
+                let delta = try decodedPending.removeValue(forKey: sequenceNumber) ?? Self.decodeDelta(encoded)
                 var pruned = delta
+                var isPruned = false
                 if !delta.setChanges.isEmpty || observed[key] != nil {
-                    var state = try observed[key] ?? confirmedState(of: key)
-                    if !delta.setChanges.isEmpty { pruned = delta.droppingUnobservedRemoves(confirmed: state) }
+                    // Taken out while it changes, so that the change is made in place, not on a copy.
+                    var state = try observed.removeValue(forKey: key) ?? confirmedState(of: key)
+                    if !delta.setChanges.isEmpty {
+                        pruned = delta.droppingUnobservedRemoves(confirmed: state)
+                        isPruned = pruned != delta
+                    }
                     state.applyLocally(pruned, at: Self.localVersion)
                     observed[key] = state
                 }
+                lastViews[key] = .some(view)
                 if pruned.isEmpty {
                     cancelled[key, default: 0] += writes
                 } else {
-                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategyOf(key)), view))
+                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategyOf(key)), isPruned ? nil : encoded))
                 }
             }
+            var lastPositions: [DocumentKey: Int] = [:]
+            for (position, (change, _)) in changes.enumerated() { lastPositions[change.key] = position }
             let sequence = Int64(try meta("next_batch_sequence") ?? "1") ?? 1
             let batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
             var body: [UInt8] = []
-            batch.encoded.writeCanonicalJSON(to: &body)
+            batch.writeEncoded(to: &body)
             try database.write { database in
-                for (position, (change, view)) in changes.enumerated() {
+                for (position, (change, encoded)) in changes.enumerated() {
+                    let view = lastPositions[change.key] == position ? lastViews[change.key] ?? nil : nil
                     try database.run("INSERT INTO inflight (position, collection, id, delta, writes, view) VALUES (?, ?, ?, ?, ?, ?)",
                                      [.integer(Int64(position)), .text(change.key.collection), .text(change.key.id),
-                                      .blob(Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view)])
+                                      .blob(encoded ?? Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view)])
                 }
                 try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(lastFrozen)])
                 if !changes.isEmpty { try database.run("INSERT INTO batch (sequence, body) VALUES (?, ?)", [.integer(sequence), .blob(body)]) }
@@ -72,15 +88,19 @@ extension LocalStore {
                 }
             }
             if !cancelled.isEmpty { notify(changed: Set(cancelled.keys)) }
-            return changes.isEmpty ? nil : FrozenBatch(batch: batch, body: body)
+            guard !changes.isEmpty else { return nil }
+            inflight = FrozenBatch(batch: batch, body: body)
+            return inflight
         }
     }
 
     /// The batch in flight, if there is one.
     func inflightBatch() throws -> FrozenBatch? {
+        if let inflight { return inflight }
         guard let body = try database.queryFirst("SELECT body FROM batch", [], { $0.blob(0) ?? [] }) else { return nil }
         do {
-            return FrozenBatch(batch: try Batch(encoded: try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)), body: body)
+            inflight = FrozenBatch(batch: try Batch(encoded: try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)), body: body)
+            return inflight
         } catch {
             throw StoreError(.corrupt, "the batch in flight cannot be read: \(error)")
         }
@@ -112,25 +132,39 @@ extension LocalStore {
             var settledWrites: [DocumentKey: Int] = [:]
             var rollbacks: Set<DocumentKey> = []
             var unresolved: [DocumentKey: (local: String?, conflicts: [Conflict])] = [:]
+            // Documents whose view the answer may change: any result but an uncontested change this
+            // device joined itself. For the others the confirmed state now holds the changes the
+            // view already showed, so the view (the confirmed state plus every unsent change) is
+            // the same, and it is kept rather than rebuilt from the pending changes.
+            var reshown: Set<DocumentKey> = []
             for (change, result) in zip(changes, results) {
-                var state = confirmed[change.key] ?? before[change.key] ?? DocumentState()
+                // Taken out while it changes, so that the join is made in place, not on a copy of the
+                // document's fields.
+                var state = confirmed.removeValue(forKey: change.key) ?? before.removeValue(forKey: change.key) ?? DocumentState()
                 settledWrites[change.key, default: 0] += change.writes
                 switch result {
                 case .applied(let version, let server, let conflicts):
                     if let server {
                         state.merge(server)
+                        reshown.insert(change.key)
                     } else if state.version < version {
                         // Uncontested: the server's state is ours with the change joined, rebased as
                         // the server rebased it past this batch's earlier changes of the document.
                         // (From a version on, a pull already brought a state that holds the change.)
                         // Should the join fail here (it did not on the server), the next pull brings it.
                         let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
-                        _ = try? ConflictStrategy.merge.apply(delta, to: &state, version: version)
+                        if (try? ConflictStrategy.merge.apply(delta, to: &state, version: version)) == nil { reshown.insert(change.key) }
+                    } else {
+                        reshown.insert(change.key)
                     }
                     ownVersions[change.key, default: []].insert(version)
-                    if !conflicts.isEmpty { report.conflicts[change.key, default: []] += conflicts }
+                    if !conflicts.isEmpty {
+                        report.conflicts[change.key, default: []] += conflicts
+                        reshown.insert(change.key)
+                    }
                 case .unresolved(let server, let conflicts):
                     state.merge(server)
+                    reshown.insert(change.key)
                     report.unresolved[change.key, default: []] += conflicts
                     // Kept with the document as the app had it, until the resolution is written.
                     // (Rare, so the view is rebuilt here rather than read for every change.)
@@ -138,13 +172,15 @@ extension LocalStore {
                     unresolved[change.key] = (local, (unresolved[change.key]?.conflicts ?? []) + conflicts)
                 case .rejected(let statusCode, let message):
                     rollbacks.insert(change.key)
+                    reshown.insert(change.key)
                     report.rejections.append(Rejection(key: change.key, operation: OperationType(change.delta),
                                                        statusCode: statusCode, message: message))
                 }
                 confirmed[change.key] = state
             }
             // The pending changes of these documents: rebased past this client's own writes, and
-            // their views rebuilt on the new confirmed states. A document has some exactly when it
+            // the view of each document's newest one rebuilt on the new confirmed state where the
+            // answer may change it (the views of older ones are never shown: Spec/storage.md). A document has some exactly when it
             // holds more unsent writes than the batch settles; when none has, there is nothing to
             // read (a queue of 100k writes would otherwise be read, and its changes decoded, once
             // a batch).
@@ -153,24 +189,42 @@ extension LocalStore {
                 (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), row.blob(3), Int(row.integer(4)))
             }
             var views = confirmed
-            var rewritten: [(sequence: Int64, delta: DocumentDelta, view: String?)] = []
+            // The views that stay as they are (see `reshown`), for the documents in memory.
+            var keptViews: [DocumentKey: DocumentState] = [:]
+            for key in confirmed.keys where !reshown.contains(key) { keptViews[key] = cache[key]?.view }
+            var rebased: [(sequence: Int64, delta: [UInt8])] = []
+            var newest: [DocumentKey: Int64] = [:]
             var stillUnsent: [DocumentKey: UnsentDocument] = [:]
+            var decoded: [(sequence: Int64, delta: DocumentDelta)] = []
             for (sequenceNumber, key, encodedDelta, writes) in pending where confirmed[key] != nil {
-                var delta = try Self.decodeDelta(encodedDelta)
+                var delta = try decodedPending[sequenceNumber] ?? Self.decodeDelta(encodedDelta)
                 if let versions = ownVersions[key], let state = confirmed[key] {
-                    delta = delta.rebased(onto: state, ownVersions: versions)
-                    if tail?.sequence == sequenceNumber { tail?.delta = delta }
+                    let moved = delta.rebased(onto: state, ownVersions: versions)
+                    if moved != delta {
+                        delta = moved
+                        rebased.append((sequenceNumber, Self.encode(moved)))
+                        if tail?.sequence == sequenceNumber { tail?.delta = moved }
+                    }
                 }
-                views[key]?.applyLocally(delta, at: Self.localVersion)
-                let view = views[key]?.documentJSON
-                rewritten.append((sequenceNumber, delta, view))
-                stillUnsent[key] = UnsentDocument(viewJSON: view, writes: (stillUnsent[key]?.writes ?? 0) + writes)
+                if keptViews[key] == nil { views[key]?.applyLocally(delta, at: Self.localVersion) }
+                decoded.append((sequenceNumber, delta))
+                newest[key] = sequenceNumber
+                stillUnsent[key, default: UnsentDocument(viewJSON: unsent[key]?.viewJSON, writes: 0)].writes += writes
+            }
+            var newestViews: [(sequence: Int64, view: String?)] = []
+            for (key, sequenceNumber) in newest {
+                // A kept view is written again too: its row may have been rebased (and its view let go).
+                let view = keptViews[key] != nil ? stillUnsent[key]?.viewJSON ?? nil : views[key]?.documentJSON
+                stillUnsent[key]?.viewJSON = view
+                newestViews.append((sequenceNumber, view))
             }
             try database.write { database in
                 for (key, state) in confirmed { try saveConfirmed(state, for: key, in: database) }
-                for (sequenceNumber, delta, view) in rewritten {
-                    try database.run("UPDATE pending SET delta = ?, view = ? WHERE sequence = ?",
-                                     [.blob(Self.encode(delta)), SQLiteValue(view), .integer(sequenceNumber)])
+                for (sequenceNumber, delta) in rebased {
+                    try database.run("UPDATE pending SET delta = ?, view = NULL WHERE sequence = ?", [.blob(delta), .integer(sequenceNumber)])
+                }
+                for (sequenceNumber, view) in newestViews {
+                    try database.run("UPDATE pending SET view = ? WHERE sequence = ?", [SQLiteValue(view), .integer(sequenceNumber)])
                 }
                 for (key, left) in unresolved {
                     try database.run("INSERT OR REPLACE INTO unresolved (collection, id, local, conflicts) VALUES (?, ?, ?, ?)",
@@ -179,8 +233,11 @@ extension LocalStore {
                 try database.run("DELETE FROM inflight")
                 try database.run("DELETE FROM batch")
             }
+            inflight = nil
+            for (sequenceNumber, delta) in decoded { decodedPending[sequenceNumber] = delta }
             for (key, state) in confirmed {
-                remember(CachedDocument(confirmed: state, view: views[key] ?? state), for: key)
+                let view = stillUnsent[key] == nil ? nil : keptViews[key]
+                remember(CachedDocument(confirmed: state, view: view ?? views[key] ?? state), for: key)
                 unsent[key] = stillUnsent[key]
             }
             unsentWriteCount -= settledWrites.values.reduce(0, +)
@@ -219,13 +276,15 @@ extension LocalStore {
                     document.confirmed.merge(state)
                     document.view = document.confirmed
                     if unsent[key] != nil {
-                        // The unsent changes' views are rebuilt on the new confirmed state.
-                        for change in try unsentChanges(of: key) {
-                            document.view.applyLocally(change.delta, at: Self.localVersion)
+                        // The unsent changes are applied again on the new confirmed state; only the
+                        // newest keeps its view (the others' are never shown).
+                        let changes = try unsentChanges(of: key)
+                        for change in changes { document.view.applyLocally(change.delta, at: Self.localVersion) }
+                        if let newest = changes.last {
                             let view = document.view.documentJSON
-                            try database.run(change.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
+                            try database.run(newest.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
                                                                : "UPDATE pending SET view = ? WHERE sequence = ?",
-                                             [SQLiteValue(view), .integer(change.sequence)])
+                                             [SQLiteValue(view), .integer(newest.sequence)])
                             unsentViews[key] = .some(view)
                         }
                     }

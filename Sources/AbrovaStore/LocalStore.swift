@@ -5,9 +5,10 @@ import Foundation
 /// The device's store: the source of truth for every screen.
 ///
 /// It keeps, per document, the state the server confirmed and its view; and, in the order the app
-/// made them, the unsent changes, each with the app's view of its document after it. A write lands
-/// with its change and view in one transaction (one row), and listeners hear of it once it has
-/// committed. See Spec/storage.md.
+/// made them, the unsent changes, the newest of each document with the app's view of the document
+/// after it (older ones' views are not kept current: nothing shows them). A write lands with its
+/// change and view in one transaction (one row), and listeners hear of it once it has committed.
+/// See Spec/storage.md.
 ///
 /// An actor: its SQLite connection is used only from here.
 public actor LocalStore {
@@ -29,6 +30,13 @@ public actor LocalStore {
     var tail: PendingChange?
     /// Writes not yet confirmed by the server, in all documents.
     public internal(set) var unsentWriteCount = 0
+    /// The batch in flight as frozen or last read, so that settling it need not decode its body
+    /// again; `nil` when there is none or it is not in memory (it is then read from `batch`).
+    var inflight: FrozenBatch?
+    /// Pending changes as a settle left them (decoded, rebased), by sequence, so that the next
+    /// settle and the freeze that sends them do not decode them again. An entry is always the
+    /// row's stored change: a write composing into the row, or the row leaving `pending`, drops it.
+    var decodedPending: [Int64: DocumentDelta] = [:]
     var listeners = Listeners()
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
@@ -68,6 +76,7 @@ public actor LocalStore {
     /// Closes the store's file now (another store may then open it); every later call throws.
     public func close() {
         database.close()
+        decodedPending = [:]
         for listener in listeners.all.values {
             switch listener {
             case .document(_, let continuation): continuation.finish()
@@ -158,6 +167,7 @@ public actor LocalStore {
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
             if tail?.key == key, var tail {
+                decodedPending[tail.sequence] = nil
                 tail.delta.compose(with: delta)
                 tail.writes += 1
                 try database.run("UPDATE pending SET delta = ?, writes = ?, view = ? WHERE sequence = ?",
@@ -398,6 +408,10 @@ public actor LocalStore {
     }
 
     static func decodeDelta(_ bytes: [UInt8]?) throws -> DocumentDelta {
+        // One pass over the bytes for a well-formed change (as this store writes them); anything
+        // else is read again as a tree, which names the problem.
+        var reader = JSONReader(bytes: bytes ?? [], maximumDepth: ValueLimits.maximumEncodedDepth)
+        if case .delta(let delta)? = try? DocumentDelta.read(from: &reader), (try? reader.finish()) != nil { return delta }
         do {
             return try DocumentDelta(encoded: try Value(json: bytes ?? [], maximumDepth: ValueLimits.maximumEncodedDepth))
         } catch {

@@ -129,10 +129,43 @@ public struct PushResponse: Hashable, Sendable {
         return bytes
     }
 
+    /// The most common answer read in one pass, without a `Value` tree: every result uncontested
+    /// and without conflicts, exactly as `body` writes it (`{"conflicts":[],"status":"applied",
+    /// "version":n}`). `nil` for anything else, which the tree reading then accepts or refuses as
+    /// before.
+    static func readUncontested(_ bytes: [UInt8]) -> [ChangeResult]? {
+        var reader = JSONReader(bytes: bytes, maximumDepth: ValueLimits.maximumEncodedDepth)
+        do {
+            guard try reader.beginObject(), try reader.nextKey() == "results", try reader.beginArray() else { return nil }
+            var results: [ChangeResult] = []
+            while try reader.nextElement() {
+                guard try reader.beginObject(), try reader.nextKey() == "conflicts", try reader.beginArray(), !(try reader.nextElement()),
+                      try reader.nextKey() == "status", case .string("applied") = try reader.readValue(),
+                      try reader.nextKey() == "version", case .int(let number) = try reader.readValue(), number >= 0,
+                      try reader.nextKey() == nil else { return nil }
+                results.append(.applied(version: Version(UInt64(number)), state: nil, conflicts: []))
+            }
+            guard try reader.nextKey() == nil else { return nil }
+            try reader.finish()
+            return results
+        } catch {
+            return nil
+        }
+    }
+
     /// Reads a push answer.
     ///
     /// - Throws: `RequestError` 400 when the body is not one.
     public init(body: some Collection<UInt8>) throws(RequestError) {
+        if let uncontested = Self.readUncontested(Array(body)) {
+            results = uncontested
+        } else {
+            results = try Self.readResults(body)
+        }
+    }
+
+    /// Reads the results through a `Value` tree: any answer, with the refusals of the protocol.
+    static func readResults(_ body: some Collection<UInt8>) throws(RequestError) -> [ChangeResult] {
         let parts = try fields(of: try parse(body), allowed: ["results"], in: "the push answer")
         guard case .array(let items)? = parts["results"] else { throw RequestError.invalid("results must be an array") }
         var results: [ChangeResult] = []
@@ -156,7 +189,7 @@ public struct PushResponse: Hashable, Sendable {
                 throw RequestError.invalid("\(context).status \"\(other)\" is not applied, conflict or rejected")
             }
         }
-        self.init(results: results)
+        return results
     }
 }
 

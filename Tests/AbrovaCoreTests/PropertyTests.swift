@@ -345,6 +345,13 @@ import Testing
             guard let delta = try? DocumentDelta(encoded: Value(json: deltaBytes)), delta == input.delta else {
                 return "the delta does not read back"
             }
+            let change = BatchChange(key: DocumentKey(collection: "carts", id: "c-1:x@y"), delta: input.delta, writes: 3)
+            let other = BatchChange(key: DocumentKey(collection: "lists", id: "l1"), delta: input.delta, writes: 1, strategy: .manual)
+            for batch in [Batch(clientID: "device-1", sequence: 7, changes: [change, other, change]), Batch(clientID: "d", sequence: 1, changes: [])] {
+                var batchBytes: [UInt8] = []
+                batch.writeEncoded(to: &batchBytes)
+                if String(decoding: batchBytes, as: UTF8.self) != batch.encoded.canonicalJSON { return "batch bytes differ" }
+            }
             return nil
         }
         if let failure { Issue.record(Comment(rawValue: failure.description)) }

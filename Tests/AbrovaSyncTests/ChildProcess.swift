@@ -84,14 +84,28 @@ final class ChildProcess: @unchecked Sendable {  // the Process is only started,
         if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
     }
 
-    /// Waits (on a thread of its own) until it has ended, and returns its exit status.
+    /// Waits until it has ended, and returns its exit status (-1 when it is not known).
+    ///
+    /// Polled rather than `Process.waitUntilExit()`: on Linux, Foundation now and then misses a
+    /// child's exit when many come and go (seen once in the long run: a killed client left a
+    /// zombie and `waitUntilExit` spun for ten minutes). After a grace period the child is reaped
+    /// here if Foundation has not; after `limit` the wait gives up rather than hang the run.
     @discardableResult
-    func waitUntilExit() async -> Int32 {
-        let process = process
-        return (try? await onNewThread {
-            process.waitUntilExit()
-            return process.terminationStatus
-        }) ?? -1
+    func waitUntilExit(limit: Duration = .seconds(60)) async -> Int32 {
+        let start = ContinuousClock.now
+        let pid = process.processIdentifier
+        while process.isRunning {
+            let waited = ContinuousClock.now - start
+            if waited > .seconds(2) {
+                var status: Int32 = 0
+                let reaped = waitpid(pid, &status, WNOHANG)
+                if reaped == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1 }
+                if reaped == -1 && errno == ECHILD && process.isRunning { return -1 }  // reaped, not by Foundation's books
+            }
+            if waited > limit { return -1 }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.terminationStatus
     }
 
     /// Kills it and waits until it is gone.
