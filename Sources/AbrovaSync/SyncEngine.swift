@@ -188,9 +188,13 @@ public actor SyncEngine {
             if let followUp { return await followUp.value }
             let previous = current.task
             let next = Task { [weak self] () -> RunResult in
-                _ = await previous.value
+                // The run going may still freeze what the caller just wrote (it pushes until nothing
+                // is unsent), so its batches count as the caller's too.
+                let earlier = await previous.value
                 guard let self else { return RunResult(outcome: .failed) }
-                return await self.startRun()
+                var result = await self.startRun()
+                result.settled = earlier.settled + result.settled
+                return result
             }
             followUp = next
             return await next.value

@@ -159,7 +159,19 @@ struct MultiServerTests {
             let failedBefore = setup.acknowledgements.failed.value
 
             if PostgresTestDatabase.restartCommand != nil {
+                // Reads of server 0 throughout the restart, so that some request meets the outage
+                // whatever the writers happen to be doing.
+                let probing = SharedFlag()
+                probing.value = true
+                let probe = Task { [server = setup.servers[0]] in
+                    while probing.value {
+                        _ = try? await server.send("GET", "/v1/pull?limit=1")
+                        try? await Task.sleep(for: .milliseconds(20))
+                    }
+                }
                 let took = try await setup.database.restartServer()
+                probing.value = false
+                await probe.value
                 print("multi-server restart: PostgreSQL restarted in \(took)")
             } else {
                 try await terminateBackends(of: setup.servers, for: .seconds(1))

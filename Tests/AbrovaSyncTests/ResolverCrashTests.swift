@@ -22,7 +22,8 @@ import Testing
         let other = try Device(live, folder: folder, name: "other") { $0.conflictStrategy(.manual).conflictResolver { _ in .useServer } }
         let first = try victim(live, resolverDelay: 600_000)
         defer { first.kill() }
-        #expect(try await first.command("set man d x start") == "ok confirmed")
+        let created = try await first.command("set man d x start")
+        #expect(created == "ok confirmed", "\(first.log)")
         await other.sync.forceSyncNow()
         #expect(try await first.command("disconnect") == "ok")
         #expect(try await first.command("update man d x zz-victim") == "ok pending")

@@ -47,6 +47,34 @@ final class CuttableTransport: SyncTransport {
     }
 }
 
+/// A transport over real HTTP whose pushes and pulls take longer: a run is still going while the
+/// test acts.
+final class SlowTransport: SyncTransport {
+    let inner: HTTPTransport
+    let pushDelay: Duration
+    let pullDelay: Duration
+
+    init(_ inner: HTTPTransport, pushDelay: Duration = .zero, pullDelay: Duration = .zero) {
+        self.inner = inner
+        self.pushDelay = pushDelay
+        self.pullDelay = pullDelay
+    }
+
+    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
+        try? await Task.sleep(for: pushDelay)
+        return try await inner.push(body: body)
+    }
+
+    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+        try? await Task.sleep(for: pullDelay)
+        return try await inner.pull(cursor: cursor, limit: limit)
+    }
+
+    func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? { try await inner.document(key) }
+
+    func isReachable() async -> Bool { await inner.isReachable() }
+}
+
 final class SharedFlag: Sendable {
     private let storage = Locked(false)
     var value: Bool {

@@ -27,6 +27,28 @@ import Testing
         await live.stop()
     }
 
+    @Test func anOnlineWriteMadeWhileARunIsPushingIsConfirmedWhicheverRunSendsIt() async throws {
+        let live = try LiveSyncServer()
+        // Batches of one change, each push 200 ms: the run that sends the queue is still pushing
+        // when the app writes, and takes the write into one of its later batches.
+        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+            .serverURL(live.url)
+            .storePath(folder.path("slow.sqlite"))
+            .authToken(LiveSyncServer.token(of: "ana"))
+            .maximumBatchChanges(1)
+            .transport { _ in SlowTransport(live.makeTransport(as: "ana"), pushDelay: .milliseconds(200)) }
+            .build())
+        live.onStop { await sync.close() }
+        await sync.disconnect()
+        for index in 0..<3 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
+        await sync.reconnect()
+        try await Task.sleep(for: .milliseconds(100))  // the run is pushing its first batch
+        let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
+        #expect(try serverDocument(live, milk) == ["items": ["milk"]])
+        #expect(!snapshot.metadata.isFromCache && !snapshot.metadata.hasPendingWrites)
+        await live.stop()
+    }
+
     @Test func anOnlineReadComesFromTheServerWithPendingEditsOverlaid() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
