@@ -249,8 +249,9 @@ extension Batch: EncodedAsValue {
     }
 
     /// Appends the canonical JSON of `encoded`, each change's delta written from its parts (no
-    /// `Value` tree of the batch is built).
-    public func writeEncoded(to bytes: inout [UInt8]) {
+    /// `Value` tree of the batch is built). With `strategy`, the object also holds
+    /// `"strategy": strategy` (last: keys are in canonical order), as a push body does.
+    public func writeEncoded(to bytes: inout [UInt8], strategy: ConflictStrategy? = nil) {
         bytes.append(contentsOf: #"{"batchSeq":"#.utf8)
         Value.writeDecimal(sequence, to: &bytes)
         bytes.append(contentsOf: #","changes":["#.utf8)
@@ -272,6 +273,10 @@ extension Batch: EncodedAsValue {
         }
         bytes.append(contentsOf: #"],"clientId":"#.utf8)
         Value.writeJSONString(clientID, to: &bytes)
+        if let strategy {
+            bytes.append(contentsOf: #","strategy":"#.utf8)
+            Value.writeJSONString(strategy.rawValue, to: &bytes)
+        }
         bytes.append(UInt8(ascii: "}"))
     }
 

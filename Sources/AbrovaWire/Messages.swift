@@ -39,32 +39,7 @@ public struct PushRequest: Hashable, Sendable {
     public var body: [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64 + batch.changes.count * 256)
-        // Keys in canonical order: batchSeq, changes, clientId, strategy; in a change: collection,
-        // delta, id, strategy, writes.
-        bytes.append(contentsOf: #"{"batchSeq":"#.utf8)
-        Value.writeDecimal(batch.sequence, to: &bytes)
-        bytes.append(contentsOf: #","changes":["#.utf8)
-        for (index, change) in batch.changes.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            bytes.append(contentsOf: #"{"collection":"#.utf8)
-            Value.writeJSONString(change.key.collection, to: &bytes)
-            bytes.append(contentsOf: #","delta":"#.utf8)
-            change.delta.writeEncoded(to: &bytes)
-            bytes.append(contentsOf: #","id":"#.utf8)
-            Value.writeJSONString(change.key.id, to: &bytes)
-            if let own = change.strategy {
-                bytes.append(contentsOf: #","strategy":"#.utf8)
-                Value.writeJSONString(own.rawValue, to: &bytes)
-            }
-            bytes.append(contentsOf: #","writes":"#.utf8)
-            Value.writeDecimal(Int64(change.writes), to: &bytes)
-            bytes.append(UInt8(ascii: "}"))
-        }
-        bytes.append(contentsOf: #"],"clientId":"#.utf8)
-        Value.writeJSONString(batch.clientID, to: &bytes)
-        bytes.append(contentsOf: #","strategy":"#.utf8)
-        Value.writeJSONString(strategy.rawValue, to: &bytes)
-        bytes.append(UInt8(ascii: "}"))
+        batch.writeEncoded(to: &bytes, strategy: strategy)
         return bytes
     }
 
