@@ -229,21 +229,9 @@ struct CartWorkloadBenchmarks {
                 throw BenchmarkFailure("device 1 queued \(await first.pendingCount) of \(operations.count) writes")
             }
 
-            let clock = ContinuousClock()
-            await first.reconnect()
-            let beforePush = proxy.forwardedBytes
-            let pushStart = clock.now
-            await first.forceSyncNow()
-            let pushTime = clock.now - pushStart
-            let pushBytes = await Self.settledBytes(proxy, since: beforePush)
+            let (pushTime, pushBytes) = await Self.reconnectAndSync(first, through: proxy)
             guard await first.pendingCount == 0 else { throw BenchmarkFailure("device 1 still has \(await first.pendingCount) writes queued") }
-
-            await second.reconnect()
-            let beforePull = proxy.forwardedBytes
-            let pullStart = clock.now
-            await second.forceSyncNow()
-            let pullTime = clock.now - pullStart
-            let pullBytes = await Self.settledBytes(proxy, since: beforePull)
+            let (pullTime, pullBytes) = await Self.reconnectAndSync(second, through: proxy)
 
             for (number, device) in [first, second].enumerated() {
                 let found = try await Self.carts(on: device)
@@ -260,6 +248,17 @@ struct CartWorkloadBenchmarks {
             server.stop()
             throw error
         }
+    }
+
+    /// Reconnects `device` and times one sync run (push, then pull), with the bytes it moved
+    /// through `proxy`.
+    private static func reconnectAndSync(_ device: AbrovaSync, through proxy: FaultProxy) async -> (Duration, FaultProxy.ForwardedBytes) {
+        await device.reconnect()
+        let before = proxy.forwardedBytes
+        let start = ContinuousClock.now
+        await device.forceSyncNow()
+        let time = ContinuousClock.now - start
+        return (time, await settledBytes(proxy, since: before))
     }
 
     /// The write `operation` makes through the SDK, as an app would make it.
