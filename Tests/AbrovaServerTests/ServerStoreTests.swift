@@ -2,6 +2,7 @@ import AbrovaCore
 import AbrovaPostgres
 @testable import AbrovaServer
 import AbrovaTestSupport
+import AbrovaWire
 import Dispatch
 import Foundation
 import Testing
@@ -233,6 +234,29 @@ extension ServerSuites {
             }
             #expect(try await writer.value, "the other store's write waited for the held one")
             #expect(version == Version(1))
+        }
+
+        /// While the database cannot be reached (every connection to it reset, the pooled ones and
+        /// the new one the retry opens), calls are answered 503; once it can, they succeed again
+        /// on new connections.
+        @Test(.enabled(if: PostgresTestDatabase.isAvailable, Comment(rawValue: PostgresTestDatabase.skipReason)))
+        func aDatabaseThatCannotBeReachedIsA503UntilItIsBack() throws {
+            let database = try PostgresTestDatabase()
+            var address = try #require(URLComponents(string: database.url))
+            let proxy = try FaultProxy(upstreamPort: UInt16(try #require(address.port)))
+            defer { proxy.stop() }
+            address.host = "127.0.0.1"
+            address.port = Int(proxy.port)
+            let service = try SyncService(store: try PostgresServerStore(url: try #require(address.string), maximumConnections: 2))
+            _ = try service.pull(cursor: nil, caller: .user("ana"))
+
+            proxy.fault = .reset
+            proxy.resetConnections()
+            let error = #expect(throws: RequestError.self) { try service.pull(cursor: nil, caller: .user("ana")) }
+            #expect(error?.statusCode == 503, "\(String(describing: error))")
+
+            proxy.fault = .none
+            _ = try service.pull(cursor: nil, caller: .user("ana"))
         }
 
         /// A database of a newer schema is refused with a clear error, before anything is changed.
