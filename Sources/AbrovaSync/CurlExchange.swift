@@ -152,7 +152,8 @@ private final class CurlHandle: @unchecked Sendable {
         var lines = request.headers.map { "\($0.key): \($0.value)" }
         // No `Expect: 100-continue` wait before a body; no form content type of libcurl's own.
         lines.append("Expect:")
-        if request.body != nil, !request.headers.keys.contains(where: { $0.lowercased() == "content-type" }) {
+        if request.body != nil || request.method == "POST",
+           !request.headers.keys.contains(where: { $0.lowercased() == "content-type" }) {
             lines.append("Content-Type:")
         }
         for line in lines {
