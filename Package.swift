@@ -39,9 +39,13 @@ let package = Package(
         .target(name: "AbrovaHTTP", dependencies: ["CMicroHTTPD"]),
         // The sync server: service, rules, stores and its HTTP routes (Spec/protocol.md).
         .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP"]),
+        // libcurl from Debian's libcurl4-openssl-dev, behind a tiny C target because
+        // curl_easy_setopt and curl_easy_getinfo are variadic. Linux only: the client's HTTP there.
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         // The client SDK, the seed's iOS API: configuration, the data API, the sync engine and its
-        // HTTP transport (URLSession).
-        .target(name: "AbrovaSync", dependencies: ["AbrovaCore", "AbrovaStore", "AbrovaWire"]),
+        // HTTP transport (URLSession on Apple platforms, libcurl on Linux).
+        .target(name: "AbrovaSync", dependencies: ["AbrovaCore", "AbrovaStore", "AbrovaWire",
+                                                   .target(name: "CCurl", condition: .when(platforms: [.linux]))]),
         // The shopping-cart story of `abrova demo`: the server and two SDK instances in one process.
         .target(name: "AbrovaDemo", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP"]),
         // `abrova serve` and `abrova demo`.

@@ -9,7 +9,7 @@ import Foundation
 /// Seed 001's "queue 2,000 operations offline" as a shopping-cart workload on two devices: adds,
 /// quantity changes and removes of 200 items in 20 carts, queued offline on device 1, pushed when it
 /// comes back, then pulled on device 2. Ours goes through the real SDK (`AbrovaSync`, its
-/// URLSession transport) to the project's server on loopback; the baseline is seed 001's naive
+/// HTTP transport: libcurl on Linux) to the project's server on loopback; the baseline is seed 001's naive
 /// outbox: a local outbox table, one uncompressed JSON request per operation with an
 /// `Idempotency-Key` carrying the cart as it is after the operation (the tutorial's `payload`), and
 /// pulls of rows by a `seq` cursor. Both talk through a byte-counting proxy (`FaultProxy` with no

@@ -103,8 +103,8 @@ public struct AbrovaSyncConfig: Sendable {
     public let retryPolicy: RetryPolicy
     /// The clock those waits run on.
     public let clock: any SyncClock
-    /// Makes how requests reach the server, given the current token's reader; `nil`: HTTP with
-    /// URLSession. Tests put others here.
+    /// Makes how requests reach the server, given the current token's reader; `nil`: HTTP
+    /// (`HTTPTransport`: URLSession on Apple platforms, libcurl on Linux). Tests put others here.
     public let makeTransport: TransportMaker?
     /// The most changes sent in one push.
     public let maximumBatchChanges: Int
@@ -179,7 +179,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     public func retryPolicy(_ policy: RetryPolicy) -> Self { with { $0.retryPolicy = policy } }
     /// The clock of those waits (tests move a manual one).
     public func clock(_ clock: any SyncClock) -> Self { with { $0.clock = clock } }
-    /// How requests reach the server (default: HTTP with URLSession), made from the reader of
+    /// How requests reach the server (default: `HTTPTransport`), made from the reader of
     /// the current token (which `AbrovaSync.setAuthToken(_:)` replaces).
     public func transport(_ make: @escaping TransportMaker) -> Self { with { $0.makeTransport = make } }
     /// How long a request may take before the server counts as unreachable (default 30 s).

@@ -6,7 +6,8 @@ import FoundationNetworking
 #endif
 import Synchronization
 
-/// The sync server's routes (Spec/protocol.md) over HTTP, with URLSession.
+/// The sync server's routes (Spec/protocol.md) over HTTP: with URLSession on Apple platforms,
+/// with libcurl on Linux (`HTTPExchange`).
 ///
 /// Every request carries the API key (`X-API-Key`), the current token (`Authorization: Bearer`,
 /// read from `token` at each request, so the app can replace it at run time) and
@@ -22,15 +23,15 @@ import Synchronization
 ///                                   apiKey: "app-key", token: { session.currentToken })
 ///     let page = try await transport.pull(cursor: nil, limit: 500)
 ///
-/// The session is ephemeral: no cache, no cookies, no stored credentials. Redirects are not
+/// No cache, no cookies, no stored credentials. Redirects are not
 /// followed (a `POST` would be replayed as a `GET`); they are answered `.unreachable` naming the
 /// `Location`, which is a misconfigured `serverURL`.
 public final class HTTPTransport: SyncTransport {
     /// The server's base URL; the routes are appended to its path (`https://host/sync` serves
     /// `https://host/sync/v1/push`).
     public let serverURL: URL
-    /// How long a request may take, from its start to the last byte of the answer. URLSession
-    /// on Linux counts whole seconds: a fraction is rounded up.
+    /// How long a request may take, from its start to the last byte of the answer. libcurl (on
+    /// Linux) counts milliseconds; URLSession counts whole seconds: a fraction is rounded up.
     public let timeout: Duration
     /// The zstd level of compressed push bodies.
     public let compressionLevel: Int32
@@ -42,8 +43,7 @@ public final class HTTPTransport: SyncTransport {
 
     private let apiKey: String
     private let token: @Sendable () -> String?
-    private let session: URLSession
-    private let transfers: TransferDelegate
+    private let exchange: any HTTPExchange
 
     /// How long `isReachable()` waits at most.
     private static let reachabilityTimeout: Duration = .seconds(5)
@@ -59,9 +59,18 @@ public final class HTTPTransport: SyncTransport {
     ///     server's work per change dominates, see README).
     ///   - compressionThreshold: push bodies from this size (1 KiB by default) are compressed.
     ///   - maximumAnswerBytes: the largest answer accepted, decompressed (64 MiB by default).
-    public init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
-                timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
-                maximumAnswerBytes: Int = 64 << 20) {
+    public convenience init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
+                            timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
+                            maximumAnswerBytes: Int = 64 << 20) {
+        self.init(serverURL: serverURL, apiKey: apiKey, token: token, timeout: timeout, compressionLevel: compressionLevel,
+                  compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes, exchange: .platformDefault)
+    }
+
+    /// A transport that sends its requests with the HTTP client `exchange` (tests and benchmarks
+    /// run both where both are built).
+    package init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
+                 timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
+                 maximumAnswerBytes: Int = 64 << 20, exchange: HTTPExchangeKind) {
         precondition(timeout > .zero, "timeout must be positive")
         precondition(maximumAnswerBytes > 0, "maximumAnswerBytes must be positive")
         self.serverURL = serverURL
@@ -71,22 +80,7 @@ public final class HTTPTransport: SyncTransport {
         self.compressionLevel = compressionLevel
         self.compressionThreshold = compressionThreshold
         self.maximumAnswerBytes = maximumAnswerBytes
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
-        configuration.httpCookieAcceptPolicy = .never
-        configuration.urlCredentialStorage = nil
-        configuration.timeoutIntervalForRequest = Self.seconds(timeout)
-        configuration.timeoutIntervalForResource = Self.seconds(timeout)
-        transfers = TransferDelegate(maximumBytes: maximumAnswerBytes)
-        // The session keeps its delegate until it is invalidated, in deinit.
-        session = URLSession(configuration: configuration, delegate: transfers, delegateQueue: nil)
-    }
-
-    deinit {
-        session.finishTasksAndInvalidate()
+        self.exchange = exchange.makeExchange(timeout: timeout, maximumAnswerBytes: maximumAnswerBytes)
     }
 
     // MARK: - The routes
@@ -184,13 +178,14 @@ public final class HTTPTransport: SyncTransport {
     /// Sends `request` and collects the whole answer; a failure here means no usable answer
     /// came (the status is not looked at yet).
     private func send(_ request: URLRequest, timeout: Duration) async throws(TransportFailure) -> HTTPAnswer {
-        let task = session.dataTask(with: request)
-        let outcome = await transfers.run(task)
-        switch outcome {
-        case .answered(let answer):
-            return answer
-        case .failed(let error):
-            throw .unreachable(Self.reason(for: error, timeout: timeout))
+        guard let url = request.url else { throw .unreachable("the request has no URL") }
+        let exchangeRequest = HTTPExchangeRequest(method: request.httpMethod ?? "GET", url: url,
+                                                  headers: request.allHTTPHeaderFields ?? [:], body: request.httpBody,
+                                                  timeout: timeout)
+        do {
+            return try await exchange.send(exchangeRequest)
+        } catch {
+            throw .unreachable(error.reason)
         }
     }
 
@@ -208,7 +203,7 @@ public final class HTTPTransport: SyncTransport {
 // MARK: - Reading answers
 
 /// What came back for one request: the status, the headers (by lowercased name) and the body as
-/// URLSession handed it over.
+/// the HTTP client (`HTTPExchange`) handed it over.
 struct HTTPAnswer: Hashable, Sendable {
     /// The status code.
     var statusCode: Int
@@ -317,31 +312,6 @@ extension HTTPTransport {
         var reason: String
     }
 
-    /// A sentence for a request that got no answer.
-    static func reason(for error: TransferDelegate.Failure, timeout: Duration) -> String {
-        switch error {
-        case .url(let error):
-            let what = switch error.code {
-            case .timedOut: "no answer within \(timeout)"
-            case .cancelled: "the request was cancelled"
-            case .cannotConnectToHost: "the connection was refused"
-            case .networkConnectionLost: "the connection was lost"
-            case .notConnectedToInternet: "there is no network"
-            case .cannotFindHost, .dnsLookupFailed: "the server's host name cannot be resolved"
-            case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-                 .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
-                "the secure connection failed"
-            default: "URL error \(error.code.rawValue)"
-            }
-            guard error.code != .cancelled, error.code != .timedOut else { return what }
-            // Linux's URLSession puts libcurl's sentence here; it names the host and the cause.
-            let detail = (error.userInfo[NSLocalizedDescriptionKey] as? String).map { " (\($0))" } ?? ""
-            return what + detail
-        case .other(let description):
-            return description
-        }
-    }
-
     /// `text` percent-encoded for a URL's path or query: everything but RFC 3986's unreserved
     /// characters is escaped, `+` included (the server reads a query's `+` as a space).
     static func percentEncoded(_ text: String) -> String {
@@ -367,122 +337,5 @@ extension HTTPTransport {
     static func pathSegment(_ text: String) -> String {
         guard !text.isEmpty, text.allSatisfy({ $0 == "." }) else { return percentEncoded(text) }
         return String(repeating: "%2E", count: text.count)
-    }
-}
-
-// MARK: - Transfers
-
-/// Collects each task's answer, refusing bodies past the limit as they arrive, and hands it to
-/// the caller waiting for it.
-///
-/// URLSession calls it on the session's delegate queue; `run` is called from any task. The
-/// transfers in flight sit behind a mutex, keyed by task identifier.
-final class TransferDelegate: NSObject, URLSessionDataDelegate, Sendable {
-    /// A request that got no answer.
-    enum Failure: Error, Sendable {
-        case url(URLError)
-        case other(String)
-    }
-
-    /// How one transfer ended.
-    enum Outcome: Sendable {
-        case answered(HTTPAnswer)
-        case failed(Failure)
-    }
-
-    private struct Transfer {
-        var body = Data()
-        var exceedsLimit = false
-        /// The caller waiting, once it waits.
-        var continuation: CheckedContinuation<Outcome, Never>?
-        /// The outcome, when the transfer ended before the caller waited (cancelled at once).
-        var outcome: Outcome?
-    }
-
-    private let maximumBytes: Int
-    private let transfers = Mutex<[Int: Transfer]>([:])
-
-    init(maximumBytes: Int) {
-        self.maximumBytes = maximumBytes
-    }
-
-    /// Starts `task` and waits for its outcome; cancelling the calling task cancels it.
-    func run(_ task: URLSessionDataTask) async -> Outcome {
-        let identifier = task.taskIdentifier
-        transfers.withLock { $0[identifier] = Transfer() }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                // A task cancelled before it started may already have ended.
-                let ended: Outcome? = transfers.withLock { transfers in
-                    if let outcome = transfers[identifier]?.outcome {
-                        transfers[identifier] = nil
-                        return outcome
-                    }
-                    transfers[identifier]?.continuation = continuation
-                    return nil
-                }
-                if let ended {
-                    continuation.resume(returning: ended)
-                } else {
-                    task.resume()
-                }
-            }
-        } onCancel: {
-            task.cancel()
-        }
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let identifier = dataTask.taskIdentifier
-        let isTooLarge = transfers.withLock { transfers in
-            // Changed in place through the subscript: a copy of the transfer would share its
-            // body, and every append would then copy the whole body.
-            guard let received = transfers[identifier]?.body.count, transfers[identifier]?.exceedsLimit == false else { return false }
-            guard data.count <= maximumBytes - received else {
-                transfers[identifier]?.exceedsLimit = true
-                transfers[identifier]?.body = Data()
-                return true
-            }
-            transfers[identifier]?.body.append(data)
-            return false
-        }
-        // The rest is not worth receiving (libcurl may be inflating a zstd bomb).
-        if isTooLarge { dataTask.cancel() }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-        // Not followed: the redirect itself becomes the answer.
-        completionHandler(nil)
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let response = task.response as? HTTPURLResponse
-        let waiting: (CheckedContinuation<Outcome, Never>, Outcome)? = transfers.withLock { transfers in
-            guard var transfer = transfers[task.taskIdentifier] else { return nil }
-            let outcome: Outcome
-            if let response, error == nil || transfer.exceedsLimit {
-                var headers: [String: String] = [:]
-                for case (let name as String, let value as String) in response.allHeaderFields {
-                    headers[name.lowercased()] = value
-                }
-                outcome = .answered(HTTPAnswer(statusCode: response.statusCode, headers: headers, body: Array(transfer.body),
-                                               exceedsLimit: transfer.exceedsLimit))
-            } else if let error = error as? URLError {
-                outcome = .failed(.url(error))
-            } else if let error {
-                outcome = .failed(.other("the request failed: \(error)"))
-            } else {
-                outcome = .failed(.other("the answer was not an HTTP answer"))
-            }
-            guard let continuation = transfer.continuation else {
-                transfer.outcome = outcome
-                transfers[task.taskIdentifier] = transfer
-                return nil
-            }
-            transfers[task.taskIdentifier] = nil
-            return (continuation, outcome)
-        }
-        if let (continuation, outcome) = waiting { continuation.resume(returning: outcome) }
     }
 }

@@ -128,12 +128,13 @@ final class LiveSyncServer: Sendable {
     func advance(by seconds: TimeInterval) { now.update { $0 += seconds } }
 
     /// A transport to this server as `user` (`nil`: anonymous), or with the token `token` returns
-    /// at each request when given.
-    func makeTransport(as user: String? = "ana", token: (@Sendable () -> String?)? = nil, timeout: Duration = .seconds(10),
+    /// at each request when given, over the HTTP client `exchange`.
+    func makeTransport(exchange: HTTPExchangeKind = .platformDefault, as user: String? = "ana",
+                       token: (@Sendable () -> String?)? = nil, timeout: Duration = .seconds(10),
                        compressionThreshold: Int = 1_024, maximumAnswerBytes: Int = 64 << 20) -> HTTPTransport {
         let fixed = user.map(Self.token(of:))
         return HTTPTransport(serverURL: url, apiKey: Self.apiKey, token: token ?? { fixed }, timeout: timeout,
-                             compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes)
+                             compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes, exchange: exchange)
     }
 
     /// Work to do before the server stops (SDK instances closing), in the order it was added.
@@ -183,9 +184,11 @@ final class ScriptedServer: Sendable {
         script.update { $0 = answer }
     }
 
-    /// A transport to this server (API key `key`, token `token`).
-    func makeTransport(timeout: Duration = .seconds(10), maximumAnswerBytes: Int = 64 << 20) -> HTTPTransport {
-        HTTPTransport(serverURL: url, apiKey: "key", token: { "token" }, timeout: timeout, maximumAnswerBytes: maximumAnswerBytes)
+    /// A transport to this server (API key `key`, token `token`) over the HTTP client `exchange`.
+    func makeTransport(exchange: HTTPExchangeKind = .platformDefault, timeout: Duration = .seconds(10),
+                       maximumAnswerBytes: Int = 64 << 20) -> HTTPTransport {
+        HTTPTransport(serverURL: url, apiKey: "key", token: { "token" }, timeout: timeout, maximumAnswerBytes: maximumAnswerBytes,
+                      exchange: exchange)
     }
 
     /// Stops the server; a handler still waiting holds this up, so release it first.
