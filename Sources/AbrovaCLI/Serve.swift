@@ -15,6 +15,10 @@ struct ServeOptions {
     var threads = 8
     var retentionDays = 30.0
     var loopbackOnly = false
+    /// The largest request body, as sent and after decompression; `nil`: 16 MiB and 32 MiB.
+    var maximumBodyBytes: Int?
+    var maximumBatchChanges = WireLimits().maximumChanges
+    var maximumPageBytes = WireLimits().maximumPageBytes
 }
 
 /// Writes one line to standard output at once (the log is read while the server runs).
@@ -44,11 +48,18 @@ func runServer(_ options: ServeOptions) throws {
         store = try SQLiteServerStore(path: options.databasePath)
         storeName = options.databasePath
     }
+    let limits = WireLimits(maximumChanges: options.maximumBatchChanges, maximumPageBytes: options.maximumPageBytes)
     let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
-        tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
-    let handler = SyncHTTPHandler(service: service, authenticator: authenticator, log: logLine)
-    let server = try HTTPServer(configuration: HTTPServerConfiguration(
-        port: options.port, threadCount: options.threads, loopbackOnly: options.loopbackOnly)) { request in
+        limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
+    var http = HTTPServerConfiguration(port: options.port, threadCount: options.threads, loopbackOnly: options.loopbackOnly)
+    var bodyLimits = BodyLimits(maximumBodyBytes: http.maximumBodyBytes)
+    if let bytes = options.maximumBodyBytes {
+        http.maximumBodyBytes = bytes
+        bodyLimits.maximumBodyBytes = bytes
+        bodyLimits.maximumDecompressedBytes = bytes
+    }
+    let handler = SyncHTTPHandler(service: service, authenticator: authenticator, limits: bodyLimits, log: logLine)
+    let server = try HTTPServer(configuration: http) { request in
         handler.handle(request)
     }
     logLine("abrova serving \(storeName) on port \(server.port)")

@@ -16,6 +16,7 @@ let usage = """
 let serveUsage = """
     usage: abrova serve [--port N] [--database PATH | --postgres URL [--connections N]]
                         [--rules FILE] [--auth FILE] [--threads N] [--retention-days N] [--loopback]
+                        [--max-body-bytes N] [--max-batch-changes N] [--max-page-bytes N]
 
       --port N            port to listen on (default 8080; 0 picks a free one)
       --database PATH     the SQLite database, created when missing (default ./abrova.sqlite)
@@ -28,6 +29,10 @@ let serveUsage = """
       --threads N         request threads (default 8)
       --retention-days N  how long tombstones are kept (default 30)
       --loopback          listen on 127.0.0.1 only
+      --max-body-bytes N  the largest request body, as sent and decompressed (default 16 MiB as
+                          sent, 32 MiB decompressed); announced in /v1/health with the next two
+      --max-batch-changes N  the most changes in one pushed batch (default 1000)
+      --max-page-bytes N  the most bytes of documents in one pulled page (default 8388608)
     """
 
 func fail(_ message: String) -> Never {
@@ -85,6 +90,15 @@ while !arguments.isEmpty {
     case "--retention-days":
         guard let days = Double(value), days > 0 else { fail("--retention-days takes a positive number") }
         options.retentionDays = days
+    case "--max-body-bytes":
+        guard let bytes = Int(value), bytes >= 1_024 else { fail("--max-body-bytes takes a number of bytes, 1024 or more") }
+        options.maximumBodyBytes = bytes
+    case "--max-batch-changes":
+        guard let changes = Int(value), changes > 0 else { fail("--max-batch-changes takes a positive number") }
+        options.maximumBatchChanges = changes
+    case "--max-page-bytes":
+        guard let bytes = Int(value), bytes > 0 else { fail("--max-page-bytes takes a positive number of bytes") }
+        options.maximumPageBytes = bytes
     default: fail("unknown option \(name)\n\(serveUsage)")
     }
 }

@@ -1,11 +1,21 @@
 import AbrovaCore
 import AbrovaWire
 
-/// Makes and reads pull cursors. A cursor is opaque to clients: the version it stands for and a
-/// MAC under the database's cursor key, in URL-safe base64. A changed cursor fails the MAC and is
-/// refused; a valid one grants nothing (rules are checked on every pull).
+/// Makes and reads pull cursors. A cursor is opaque to clients: the version it stands for, a tag
+/// of the read rules it was made under, and a MAC under the database's cursor key over both and
+/// the caller's user, in URL-safe base64. A changed cursor, or another user's, fails the MAC and
+/// is refused (400); one made under other read rules is answered "resync required" (410), so that
+/// a device drops what it may no longer read. A valid cursor grants nothing: rules are checked on
+/// every pull.
 struct CursorCodec: Sendable {
     let key: [UInt8]
+    /// The first 8 bytes of the SHA-256 of the rule book's `readRevision`.
+    let rulesTag: [UInt8]
+
+    init(key: [UInt8], readRevision: String = "") {
+        self.key = key
+        rulesTag = Array(SHA256.hash(Array(readRevision.utf8)).prefix(8))
+    }
 
     /// A new random cursor key (32 bytes), made once when a database is created.
     static func makeKey() -> [UInt8] {
@@ -13,26 +23,43 @@ struct CursorCodec: Sendable {
         return (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
     }
 
-    /// The cursor that stands for `version`.
-    func cursor(for version: Version) -> String {
-        let bytes = Self.bigEndian(version.rawValue)
-        return "c1." + Self.base64URL(bytes + Array(HMACSHA256.authenticationCode(for: bytes, key: key).prefix(16)))
+    /// The cursor that stands for `version`, for `caller`.
+    func cursor(for version: Version, caller: Caller) -> String {
+        let signed = Self.bigEndian(version.rawValue) + rulesTag
+        return "c1." + Self.base64URL(signed + mac(signed, caller: caller))
     }
 
     /// The version a cursor stands for; an absent or empty cursor is the beginning.
     ///
-    /// - Throws: `RequestError` 400 when the cursor was not made by this database's servers.
-    func version(of cursor: String?) throws(RequestError) -> Version {
+    /// - Throws: `RequestError` 400 when the cursor was not made by this database's servers for
+    ///   this caller; 410 when it was made under other read rules (or by an older server).
+    func version(of cursor: String?, caller: Caller) throws(RequestError) -> Version {
         guard let cursor, !cursor.isEmpty else { return .zero }
-        guard cursor.hasPrefix("c1."), let bytes = Self.decodeBase64URL(cursor.dropFirst(3)), bytes.count == 24 else {
+        guard cursor.hasPrefix("c1."), let bytes = Self.decodeBase64URL(cursor.dropFirst(3)), bytes.count == 32 || bytes.count == 24 else {
             throw RequestError.invalid("the cursor is malformed; use the cursor of the last page, or none to start over")
         }
         let versionBytes = Array(bytes[0..<8])
-        let expected = Array(HMACSHA256.authenticationCode(for: versionBytes, key: key).prefix(16))
-        guard HMACSHA256.isEqual(expected, Array(bytes[8...])) else {
-            throw RequestError.invalid("the cursor was not made by this server; use the cursor of the last page, or none to start over")
+        if bytes.count == 24 {
+            // The form of servers before cursors were tied to rules and users.
+            let expected = Array(HMACSHA256.authenticationCode(for: versionBytes, key: key).prefix(16))
+            guard HMACSHA256.isEqual(expected, Array(bytes[8...])) else { throw Self.notMadeHere }
+            throw RequestError(statusCode: 410, message: "resync required: the cursor was made by an older server; pull from the beginning (no cursor)")
+        }
+        let signed = Array(bytes[0..<16])
+        guard HMACSHA256.isEqual(mac(signed, caller: caller), Array(bytes[16...])) else { throw Self.notMadeHere }
+        guard HMACSHA256.isEqual(Array(signed[8...]), rulesTag) else {
+            throw RequestError(statusCode: 410, message: "resync required: the read rules changed since this cursor; pull from the beginning (no cursor)")
         }
         return Version(versionBytes.reduce(0) { $0 << 8 | UInt64($1) })
+    }
+
+    private static let notMadeHere = RequestError.invalid(
+        "the cursor was not made by this server for this user; use the cursor of the last page, or none to start over")
+
+    private func mac(_ signed: [UInt8], caller: Caller) -> [UInt8] {
+        // The user is part of what is signed: a cursor is one user's.
+        let user: [UInt8] = caller.userID.map { [1] + Array($0.utf8) } ?? [0]
+        return Array(HMACSHA256.authenticationCode(for: signed + user, key: key).prefix(16))
     }
 
     private static func bigEndian(_ number: UInt64) -> [UInt8] {

@@ -40,6 +40,14 @@ public protocol SecurityRules: Sendable {
     ///
     /// - Throws: `RequestError` (400) saying what is wrong.
     func validate(_ document: StoredDocument) throws(RequestError)
+    /// Names what `allowsRead` allows; it must change whenever that does. Pull cursors carry a tag
+    /// of it, so that after a change every device pulls again and drops what it may no longer
+    /// read. Rules whose reads never change may keep the default.
+    var readRevision: String { get }
+}
+
+extension SecurityRules {
+    public var readRevision: String { "" }
 }
 
 /// Rules made without code, from three choices: who reads, who writes, which fields must exist.
@@ -85,6 +93,8 @@ public struct PresetRules: SecurityRules, Hashable {
     /// Published documents: anyone reads; signed-in users create, owners change.
     public static let publicRead = PresetRules(read: .public, write: .owner)
 
+    public var readRevision: String { "read=\(read.rawValue)" }
+
     public func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool {
         switch read {
         case .owner: caller.userID == document.owner
@@ -126,6 +136,13 @@ public struct RuleBook: Sendable {
 
     /// The rules of `collection`.
     public func rules(for collection: String) -> any SecurityRules { collections[collection] ?? fallback }
+
+    /// What every collection's `readRevision` names, together: it changes when any collection's
+    /// reads do.
+    public var readRevision: String {
+        let named = collections.keys.sorted().map { "\($0):\(collections[$0]?.readRevision ?? "")" }
+        return (["*:\(fallback.readRevision)"] + named).joined(separator: "\n")
+    }
 
     /// Reads a rules configuration file:
     ///

@@ -14,14 +14,19 @@ public struct BodyLimits: Hashable, Sendable {
     public var compressionLevel: Int32
     /// Answers smaller than this are sent uncompressed (compression would not pay).
     public var compressionThreshold: Int
+    /// The largest body as sent, which the HTTP server in front enforces
+    /// (`HTTPServerConfiguration.maximumBodyBytes`); announced to clients with the rest.
+    public var maximumBodyBytes: Int
 
-    /// Limits with the defaults: 32 MiB decompressed, a 32 MiB window, level 1 above 1 KiB.
+    /// Limits with the defaults: 32 MiB decompressed, a 32 MiB window, level 1 above 1 KiB, and
+    /// the HTTP server's default of 16 MiB as sent.
     public init(maximumDecompressedBytes: Int = 32 << 20, maximumWindowLog: Int = 25, compressionLevel: Int32 = 1,
-                compressionThreshold: Int = 1_024) {
+                compressionThreshold: Int = 1_024, maximumBodyBytes: Int = 16 << 20) {
         self.maximumDecompressedBytes = maximumDecompressedBytes
         self.maximumWindowLog = maximumWindowLog
         self.compressionLevel = compressionLevel
         self.compressionThreshold = compressionThreshold
+        self.maximumBodyBytes = maximumBodyBytes
     }
 }
 
@@ -68,7 +73,7 @@ public struct SyncHTTPHandler: Sendable {
         let segments = request.path.hasPrefix("/") ? request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() : []
         switch (request.method, Array(segments)) {
         case ("GET", ["v1", "health"]):
-            return encoded(status: 200, body: Array(#"{"status":"ok"}"#.utf8), for: request)
+            return encoded(status: 200, body: HealthResponse(limits: announcedLimits).body, for: request)
         case ("POST", ["v1", "push"]):
             let who = try authenticate(request)
             caller = who
@@ -82,8 +87,8 @@ public struct SyncHTTPHandler: Sendable {
                 limit = number
             }
             let collections = request.query["collections"].map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
-            let page = try service.pull(cursor: request.query["cursor"], limit: limit, collections: collections, caller: who)
-            return encoded(status: 200, body: page.body, for: request)
+            let page = try service.pullBody(cursor: request.query["cursor"], limit: limit, collections: collections, caller: who)
+            return encoded(status: 200, body: page, for: request)
         case ("GET", let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
             let who = try authenticate(request)
             caller = who
@@ -99,6 +104,15 @@ public struct SyncHTTPHandler: Sendable {
         default:
             throw RequestError(statusCode: 404, message: "no route \(request.method) \(request.path.prefix(100))")
         }
+    }
+
+    /// The limits clients cut their batches by: a body may be sent uncompressed, so the smaller of
+    /// the two body limits.
+    var announcedLimits: ServerLimits {
+        let wire = service.configuration.limits
+        return ServerLimits(maximumChanges: wire.maximumChanges,
+                            maximumPushBytes: min(limits.maximumDecompressedBytes, limits.maximumBodyBytes),
+                            maximumPageSize: wire.maximumPageSize, maximumPageBytes: wire.maximumPageBytes)
     }
 
     private func authenticate(_ request: HTTPRequest) throws(RequestError) -> Caller {

@@ -50,7 +50,7 @@ public final class SyncService: Sendable {
         self.rules = rules
         self.configuration = configuration
         let log = configuration.log
-        cursors = CursorCodec(key: try Self.storeCall(log: log) { try store.cursorKey() })
+        cursors = CursorCodec(key: try Self.storeCall(log: log) { try store.cursorKey() }, readRevision: rules.readRevision)
     }
 
     // MARK: - Push
@@ -177,12 +177,26 @@ public final class SyncService: Sendable {
     // MARK: - Pull
 
     /// The documents the caller may read that changed after `cursor`, in version order,
-    /// tombstones included, at most `limit` (500 when `nil`).
+    /// tombstones included, at most `limit` (500 when `nil`) and at most `maximumPageBytes` of
+    /// them (but always one, when there is one).
     ///
     /// - Throws: `RequestError`: 400 for a cursor this database did not make, a limit out of
     ///   range or a bad collection name; 410 when tombstones newer than the cursor were removed
     ///   (the client must pull from the beginning); 500 when the store fails.
     public func pull(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(RequestError) -> PullResponse {
+        try pullPage(cursor: cursor, limit: limit, collections: collections, caller: caller).response
+    }
+
+    /// The body of the page `pull(cursor:limit:collections:caller:)` answers, each document
+    /// encoded once.
+    ///
+    /// - Throws: `RequestError`, as `pull`.
+    public func pullBody(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(RequestError) -> [UInt8] {
+        try pullPage(cursor: cursor, limit: limit, collections: collections, caller: caller).body
+    }
+
+    private func pullPage(cursor: String?, limit: Int?, collections: [String]?,
+                          caller: Caller) throws(RequestError) -> (response: PullResponse, body: [UInt8]) {
         let limit = limit ?? min(500, configuration.limits.maximumPageSize)
         guard limit >= 1, limit <= configuration.limits.maximumPageSize else {
             throw RequestError.invalid("limit must be 1 to \(configuration.limits.maximumPageSize) (maximumPageSize)")
@@ -193,15 +207,17 @@ public final class SyncService: Sendable {
                 do { try DocumentKey(collection: collection, id: "x").validate() } catch { throw RequestError(error, context: "collections") }
             }
         }
-        let after = try cursors.version(of: cursor)
+        let after = try cursors.version(of: cursor, caller: caller)
         let horizon = try Self.storeCall(log: configuration.log) { try store.tombstoneHorizon() }
         if after > .zero, after < horizon {
             throw RequestError(statusCode: 410, message: "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
         }
         // Unreadable documents are skipped, so a page is scanned in rounds until it is full; a
         // bounded number of rounds keeps one request's work bounded, and the cursor moves past
-        // everything scanned.
+        // everything scanned. A page is full at `limit` documents or `maximumPageBytes` of them,
+        // whichever comes first (a page of large documents holds fewer, at least one).
         var documents: [ServerDocument] = []
+        var page = PullResponse.Writer()
         var position = after
         var hasMore = false
         scan: for _ in 0..<8 {
@@ -209,9 +225,17 @@ public final class SyncService: Sendable {
                 try store.changes(after: position, limit: limit, collections: collections)
             }
             for row in rows {
+                guard rules.rules(for: row.key.collection).allowsRead(row, by: caller) else {
+                    position = row.version
+                    continue
+                }
+                let document = row.serverDocument
+                guard page.append(document, maximumBytes: configuration.limits.maximumPageBytes) else {
+                    hasMore = true
+                    break scan
+                }
                 position = row.version
-                guard rules.rules(for: row.key.collection).allowsRead(row, by: caller) else { continue }
-                documents.append(row.serverDocument)
+                documents.append(document)
                 if documents.count == limit {
                     hasMore = true
                     break scan
@@ -220,7 +244,8 @@ public final class SyncService: Sendable {
             hasMore = rows.count == limit
             if !hasMore { break }
         }
-        return PullResponse(documents: documents, cursor: cursors.cursor(for: position), hasMore: hasMore)
+        let next = cursors.cursor(for: position, caller: caller)
+        return (PullResponse(documents: documents, cursor: next, hasMore: hasMore), page.finish(cursor: next, hasMore: hasMore))
     }
 
     // MARK: - Read

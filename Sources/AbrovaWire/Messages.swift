@@ -10,11 +10,15 @@ public struct WireLimits: Hashable, Sendable {
     public var maximumChanges: Int
     /// The most documents in one pulled page.
     public var maximumPageSize: Int
+    /// The most bytes of documents in one pulled page: a page of large documents holds fewer
+    /// (always at least one), so that no data set makes an answer too large for a device.
+    public var maximumPageBytes: Int
 
-    /// Limits with the defaults: 1,000 changes a batch, 1,000 documents a page.
-    public init(maximumChanges: Int = 1_000, maximumPageSize: Int = 1_000) {
+    /// Limits with the defaults: 1,000 changes a batch, 1,000 documents and 8 MiB a page.
+    public init(maximumChanges: Int = 1_000, maximumPageSize: Int = 1_000, maximumPageBytes: Int = 8 << 20) {
         self.maximumChanges = maximumChanges
         self.maximumPageSize = maximumPageSize
+        self.maximumPageBytes = maximumPageBytes
     }
 }
 
@@ -248,18 +252,51 @@ public struct PullResponse: Hashable, Sendable {
 
     /// The canonical JSON body: `{"cursor", "documents": [...], "hasMore"}`.
     public var body: [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64 + documents.count * 512)
-        // Keys in canonical order: cursor, documents, hasMore.
-        bytes.append(contentsOf: #"{"cursor":"#.utf8)
-        Value.writeJSONString(cursor, to: &bytes)
-        bytes.append(contentsOf: #","documents":["#.utf8)
-        for (index, document) in documents.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            document.write(to: &bytes)
+        var writer = Writer()
+        for document in documents { writer.append(document) }
+        return writer.finish(cursor: cursor, hasMore: hasMore)
+    }
+
+    /// Writes a page's body a document at a time, so that a server knows its size as it fills it
+    /// and each document is encoded once.
+    public struct Writer: Sendable {
+        private var documentBytes: [UInt8] = []
+        /// How many documents it holds.
+        public private(set) var count = 0
+
+        /// An empty page.
+        public init() {}
+
+        /// The bytes of the documents so far.
+        public var byteCount: Int { documentBytes.count }
+
+        /// Adds `document` unless the documents would then hold more than `maximumBytes` and
+        /// the page already holds one; returns whether it was added.
+        @discardableResult
+        public mutating func append(_ document: ServerDocument, maximumBytes: Int = .max) -> Bool {
+            let mark = documentBytes.count
+            if count > 0 { documentBytes.append(UInt8(ascii: ",")) }
+            document.write(to: &documentBytes)
+            guard documentBytes.count <= maximumBytes || count == 0 else {
+                documentBytes.removeSubrange(mark...)
+                return false
+            }
+            count += 1
+            return true
         }
-        bytes.append(contentsOf: hasMore ? #"],"hasMore":true}"#.utf8 : #"],"hasMore":false}"#.utf8)
-        return bytes
+
+        /// The page's body.
+        public func finish(cursor: String, hasMore: Bool) -> [UInt8] {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(64 + cursor.utf8.count + documentBytes.count)
+            // Keys in canonical order: cursor, documents, hasMore.
+            bytes.append(contentsOf: #"{"cursor":"#.utf8)
+            Value.writeJSONString(cursor, to: &bytes)
+            bytes.append(contentsOf: #","documents":["#.utf8)
+            bytes.append(contentsOf: documentBytes)
+            bytes.append(contentsOf: hasMore ? #"],"hasMore":true}"#.utf8 : #"],"hasMore":false}"#.utf8)
+            return bytes
+        }
     }
 
     /// Reads a page.

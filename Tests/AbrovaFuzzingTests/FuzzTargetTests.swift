@@ -96,7 +96,9 @@ import Testing
         for (name, response, request) in bad {
             #expect(target.problem(with: response, to: request) != nil, "\(name)")
         }
-        #expect(target.problem(with: .json(status: 200, Array(#"{"status":"ok"}"#.utf8)), to: health) == nil)
+        #expect(target.problem(with: .json(status: 200, Array(#"{"status":"ok"}"#.utf8)), to: health) != nil, "a health answer without limits")
+        let limits = ServerLimits(maximumChanges: 16, maximumPushBytes: 1 << 20, maximumPageSize: 50, maximumPageBytes: 8 << 20)
+        #expect(target.problem(with: .json(status: 200, HealthResponse(limits: limits).body), to: health) == nil)
         #expect(target.problem(with: .json(status: 404, RequestError(statusCode: 404, message: "no route").body), to: pull) == nil)
     }
 
