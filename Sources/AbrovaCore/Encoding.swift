@@ -248,6 +248,14 @@ extension Batch: EncodedAsValue {
         ])
     }
 
+    /// At least the bytes a batch's body (`writeEncoded(to:strategy:)`) takes besides its
+    /// changes: its number, client id (128 characters at most) and strategy.
+    public static let encodedOverhead = 256
+
+    /// At least the bytes a change of `key` takes in a batch's body besides its delta: the keys,
+    /// the names (safe in JSON as they are), a strategy and the count of writes.
+    public static func encodedOverhead(of key: DocumentKey) -> Int { 96 + key.collection.utf8.count + key.id.utf8.count }
+
     /// Appends the canonical JSON of `encoded`, each change's delta written from its parts (no
     /// `Value` tree of the batch is built). With `strategy`, the object also holds
     /// `"strategy": strategy` (last: keys are in canonical order), as a push body does.

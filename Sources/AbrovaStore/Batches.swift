@@ -3,11 +3,11 @@ import AbrovaSQLite
 
 extension LocalStore {
     /// The batch to send: the one in flight if there is one (the same bytes as before), else the
-    /// oldest pending changes (at most `maximumChanges`), frozen now under the next sequence
-    /// number, each with the strategy `strategyOf` gives its document (frozen with it, so that a
-    /// retry is the same batch whatever the app's settings are by then). `nil` when nothing is
-    /// unsent.
-    public func freezeBatch(maximumChanges: Int = .max,
+    /// oldest pending changes (at most `maximumChanges`, and no more than fit in a body of
+    /// `maximumBytes`, but always one), frozen now under the next sequence number, each with the
+    /// strategy `strategyOf` gives its document (frozen with it, so that a retry is the same batch
+    /// whatever the app's settings are by then). `nil` when nothing is unsent.
+    public func freezeBatch(maximumChanges: Int = .max, maximumBytes: Int = .max,
                             strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }) throws -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
@@ -16,8 +16,8 @@ extension LocalStore {
                 (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), row.blob(2) ?? [],
                  Int(row.integer(3)), row.text(4), row.integer(5))
             }
-            let lastFrozen = pending.last?.4 ?? 0
             guard !pending.isEmpty else { return nil }
+            var lastFrozen = pending[0].4
             // Removes of elements the server never showed this device take nothing: drop them, and
             // changes left with nothing to do (their views are those of the change before them).
             // An element an earlier change of this batch adds counts as shown: the server applies
@@ -30,7 +30,13 @@ extension LocalStore {
             // newest change of a document keeps its view (Spec/storage.md), and once in flight that
             // is the document's last kept change of the batch, unless later ones are still pending.
             var lastViews: [DocumentKey: String?] = [:]
+            var bodyBytes = Batch.encodedOverhead
             for (key, encoded, writes, view, sequenceNumber) in pending {
+                // The batch is full when this change would take its body past `maximumBytes`.
+                let changeBytes = Batch.encodedOverhead(of: key) + encoded.count
+                if !changes.isEmpty, bodyBytes + changeBytes > maximumBytes { break }
+                bodyBytes += changeBytes
+                lastFrozen = sequenceNumber
                 // Leaves `pending` now (the entry, if any, is the row's change).
                 let delta = try decodedPending.removeValue(forKey: sequenceNumber) ?? Self.decodeDelta(encoded)
                 var pruned = delta
@@ -103,6 +109,34 @@ extension LocalStore {
             return inflight
         } catch {
             throw StoreError(.corrupt, "the batch in flight cannot be read: \(error)")
+        }
+    }
+
+    /// Puts the changes of the batch in flight back at the head of the queue, unsent, in their
+    /// order, and forgets the batch: for a batch the server refused as a whole because of its
+    /// size or one of its changes (it applied none of it), to be frozen again in smaller
+    /// batches under new numbers. Nothing else changes: the views and the unsent writes stay.
+    ///
+    /// - Throws: `StoreError`.
+    public func unfreezeBatch() throws {
+        try translatingErrors {
+            guard try inflightBatch() != nil else { return }
+            let rows = try database.query("SELECT collection, id, delta, writes, view FROM inflight ORDER BY position") { row in
+                (row.text(0) ?? "", row.text(1) ?? "", row.blob(2) ?? [], row.integer(3), row.text(4))
+            }
+            // Below every pending change: they were written after these.
+            let first = try database.queryFirst("SELECT min(sequence) FROM pending") { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
+            let start = (first ?? 1) - Int64(rows.count)
+            try database.write { database in
+                for (offset, (collection, id, delta, writes, view)) in rows.enumerated() {
+                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, view) VALUES (?, ?, ?, ?, ?, ?)",
+                                     [.integer(start + Int64(offset)), .text(collection), .text(id), .blob(delta), .integer(writes),
+                                      SQLiteValue(view)])
+                }
+                try database.run("DELETE FROM inflight")
+                try database.run("DELETE FROM batch")
+            }
+            inflight = nil
         }
     }
 
@@ -276,28 +310,38 @@ extension LocalStore {
                     document.confirmed.merge(state)
                     document.view = document.confirmed
                     if unsent[key] != nil {
-                        // The unsent changes are applied again on the new confirmed state; only the
-                        // newest keeps its view (the others' are never shown).
-                        let changes = try unsentChanges(of: key)
-                        for change in changes { document.view.applyLocally(change.delta, at: Self.localVersion) }
-                        if let newest = changes.last {
-                            let view = document.view.documentJSON
-                            try database.run(newest.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
-                                                               : "UPDATE pending SET view = ? WHERE sequence = ?",
-                                             [SQLiteValue(view), .integer(newest.sequence)])
-                            unsentViews[key] = .some(view)
-                        }
+                        document.view = try reapplyUnsentChanges(of: key, onto: document.confirmed, in: database)
+                        unsentViews[key] = .some(document.view.documentJSON)
                     }
                     try saveConfirmed(document.confirmed, for: key, in: database)
                     updated[key] = document
                 }
                 if let cursor { try setMeta("cursor", cursor, in: database) }
+                if isResyncing {
+                    for (key, _) in documents {
+                        try database.run("DELETE FROM resync_unseen WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                    }
+                }
             }
             // Only now that the page is committed does memory follow it.
             for (key, document) in updated where !inserted.contains(key) { remember(document, for: key) }
             for (key, view) in unsentViews { unsent[key]?.viewJSON = view }
             notify(changed: Set(updated.keys), unsentWritesChanged: false)
         }
+    }
+
+    /// The view of a document with unsent changes: they are applied again on `confirmed`; only the
+    /// newest keeps its view, written here (the others' are never shown).
+    func reapplyUnsentChanges(of key: DocumentKey, onto confirmed: DocumentState, in database: Database) throws -> DocumentState {
+        var view = confirmed
+        let changes = try unsentChanges(of: key)
+        for change in changes { view.applyLocally(change.delta, at: Self.localVersion) }
+        if let newest = changes.last {
+            try database.run(newest.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
+                                               : "UPDATE pending SET view = ? WHERE sequence = ?",
+                             [SQLiteValue(view.documentJSON), .integer(newest.sequence)])
+        }
+        return view
     }
 
     /// Writes a document's confirmed state and the view it shows.
@@ -350,11 +394,55 @@ extension LocalStore {
         try translatingErrors { try meta("cursor") }
     }
 
-    /// Forgets the pull cursor, so that the next pull starts from the beginning (the server said
-    /// "resync required"). Confirmed states and unsent changes stay: pulled states join them.
-    public func resetPullCursor() throws {
+    /// Starts a resync (the server said "resync required", or did not know the cursor): the next
+    /// pull starts from the beginning, and when a pull ends (`endOfPull()`), every document it did
+    /// not bring leaves the device, so that the device holds exactly the server's documents plus
+    /// its own unsent writes. Until then confirmed states and unsent changes stay: pulled states
+    /// join them. Kept in the file, so a resync cut short goes on at the next start.
+    ///
+    /// - Throws: `StoreError`.
+    public func beginResync() throws {
         try translatingErrors {
-            try database.write { database in try database.run("DELETE FROM meta WHERE key = 'cursor'") }
+            try database.write { database in
+                try database.run("DELETE FROM meta WHERE key = 'cursor'")
+                try database.run("DELETE FROM resync_unseen")
+                try database.run("INSERT INTO resync_unseen (collection, id) SELECT collection, id FROM documents")
+                try setMeta("resync", "1", in: database)
+            }
+            isResyncing = true
+        }
+    }
+
+    /// Ends a pull that reached the server's last page: when it was a resync's, the documents it
+    /// did not bring leave the device. One that has unsent changes keeps them, on nothing
+    /// confirmed (the server has no such document for this user any more). Returns the
+    /// documents that left.
+    ///
+    /// - Throws: `StoreError`.
+    @discardableResult
+    public func endOfPull() throws -> Set<DocumentKey> {
+        try translatingErrors {
+            guard isResyncing else { return [] }
+            let unseen = try database.query("SELECT collection, id FROM resync_unseen") { row in
+                DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
+            }
+            var unsentViews: [DocumentKey: String?] = [:]
+            try database.write { database in
+                for key in unseen {
+                    try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                    if unsent[key] != nil {
+                        unsentViews[key] = .some(try reapplyUnsentChanges(of: key, onto: DocumentState(), in: database).documentJSON)
+                    }
+                }
+                try database.run("DELETE FROM resync_unseen")
+                try database.run("DELETE FROM meta WHERE key = 'resync'")
+            }
+            isResyncing = false
+            for key in unseen { cache[key] = nil }
+            for (key, view) in unsentViews { unsent[key]?.viewJSON = view }
+            let removed = Set(unseen)
+            if !removed.isEmpty { notify(changed: removed, unsentWritesChanged: false) }
+            return removed
         }
     }
 

@@ -38,6 +38,8 @@ public actor LocalStore {
     /// row's stored change: a write composing into the row, or the row leaving `pending`, drops it.
     var decodedPending: [Int64: DocumentDelta] = [:]
     var listeners = Listeners()
+    /// A resync is under way (`beginResync()`): pulled documents are ticked off `resync_unseen`.
+    var isResyncing = false
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
     ///
@@ -57,6 +59,7 @@ public actor LocalStore {
                 unsent[key] = UnsentDocument(viewJSON: view, writes: (unsent[key]?.writes ?? 0) + writes)
                 unsentWriteCount += writes
             }
+            isResyncing = try database.queryFirst("SELECT value FROM meta WHERE key = 'resync'") { _ in true } ?? false
             tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence DESC LIMIT 1") { row in
                 PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
                               delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)))
@@ -111,7 +114,7 @@ public actor LocalStore {
     /// Replaces the document (creating it when there is none) with exactly these fields.
     @discardableResult
     public func setData(_ data: [String: Value], for key: DocumentKey) throws -> DocumentSnapshot {
-        try write(key, requiresExisting: false) { base in try DocumentDelta.create(data, base: base) }
+        try write(.set(data), for: key).snapshot
     }
 
     /// Updates fields: assigns paths (a map replaces the subtree), removes paths, adds to and
@@ -121,25 +124,34 @@ public actor LocalStore {
     @discardableResult
     public func updateData(for key: DocumentKey, set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
                            setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:]) throws -> DocumentSnapshot {
-        try write(key, requiresExisting: true) { base in
-            try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
-        }
+        try write(.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove), for: key).snapshot
     }
 
     /// Deletes the document.
     @discardableResult
     public func delete(_ key: DocumentKey) throws -> DocumentSnapshot {
-        try write(key, requiresExisting: false) { base in DocumentDelta.delete(base: base) }
+        try write(.delete, for: key).snapshot
     }
 
     /// One app write: the change and the new view commit together; listeners hear of it after.
-    private func write(_ key: DocumentKey, requiresExisting: Bool,
-                       _ makeDelta: (Version) throws -> DocumentDelta) throws -> DocumentSnapshot {
-        try translatingErrors { try writeTranslated(key, requiresExisting: requiresExisting, makeDelta) }
+    /// The receipt lets `takeBack(_:)` undo it while it is still pending as it left it.
+    package func write(_ operation: WriteOperation, for key: DocumentKey) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
+        try translatingErrors {
+            switch operation {
+            case .set(let data):
+                try writeTranslated(key, requiresExisting: false) { base in try DocumentDelta.create(data, base: base) }
+            case .update(let assignments, let removals, let setAdd, let setRemove):
+                try writeTranslated(key, requiresExisting: true) { base in
+                    try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
+                }
+            case .delete:
+                try writeTranslated(key, requiresExisting: false) { base in DocumentDelta.delete(base: base) }
+            }
+        }
     }
 
     private func writeTranslated(_ key: DocumentKey, requiresExisting: Bool,
-                                 _ makeDelta: (Version) throws -> DocumentDelta) throws -> DocumentSnapshot {
+                                 _ makeDelta: (Version) throws -> DocumentDelta) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         do {
             try key.validate()
         } catch {
@@ -179,12 +191,58 @@ public actor LocalStore {
                              [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON)])
             return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1)
         }
+        let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? tail : nil)
         tail = newTail
         remember(document, for: key)
         unsent[key, default: UnsentDocument(viewJSON: nil, writes: 0)].add(writeShowing: viewJSON)
         unsentWriteCount += 1
         notify(changed: [key])
-        return DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
+        return (DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true)), receipt)
+    }
+
+    /// Undoes the write of `receipt` if its change is still its document's newest pending change,
+    /// exactly as the write left it (not frozen into a batch, composed with or rebased since; an
+    /// unfrozen batch's changes count as pending): the change goes back to what it was before the
+    /// write, or away when the write made it. Listeners see the document as before, marked as a
+    /// rollback. Returns whether it was undone.
+    ///
+    /// - Throws: `StoreError`.
+    package func takeBack(_ receipt: WriteReceipt) throws -> Bool {
+        try translatingErrors {
+            let key = receipt.change.key
+            guard let newest = try database.queryFirst(
+                "SELECT sequence, delta, writes FROM pending WHERE collection = ? AND id = ? ORDER BY sequence DESC LIMIT 1",
+                [.text(key.collection), .text(key.id)], { row in (row.integer(0), row.blob(1) ?? [], Int(row.integer(2))) }),
+                  newest.2 == receipt.change.writes, try Self.decodeDelta(newest.1) == receipt.change.delta else { return false }
+            let sequence = newest.0
+            var view: DocumentState?
+            try database.write { database in
+                if let before = receipt.before {
+                    try database.run("UPDATE pending SET delta = ?, writes = ? WHERE sequence = ?",
+                                     [.blob(Self.encode(before.delta)), .integer(Int64(before.writes)), .integer(sequence)])
+                } else {
+                    try database.run("DELETE FROM pending WHERE sequence = ?", [.integer(sequence)])
+                }
+                // The change now newest (this one as it was, or an older one) takes the view.
+                if unsent[key].map({ $0.writes > 1 }) ?? false {
+                    view = try reapplyUnsentChanges(of: key, onto: confirmedState(of: key), in: database)
+                }
+            }
+            decodedPending[sequence] = nil
+            if tail?.sequence == sequence {
+                tail = receipt.before.map { PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes) }
+            }
+            cache[key] = nil
+            unsentWriteCount -= 1
+            if let view {
+                unsent[key]?.writes -= 1
+                unsent[key]?.viewJSON = view.documentJSON
+            } else {
+                unsent[key] = nil
+            }
+            notify(changed: [key], rollbacks: [key])
+            return true
+        }
     }
 
     // MARK: Reads
@@ -309,7 +367,7 @@ public actor LocalStore {
     }
 
     /// A pending change: one document's coalesced consecutive writes.
-    struct PendingChange {
+    package struct PendingChange: Equatable, Sendable {
         var sequence: Int64
         var key: DocumentKey
         var delta: DocumentDelta

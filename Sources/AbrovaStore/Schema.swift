@@ -4,7 +4,7 @@ import AbrovaSQLite
 /// each migration takes a file from one version to the next, in its own transaction.
 enum Schema {
     /// The version this code writes.
-    static let currentVersion = 3
+    static let currentVersion = 4
 
     /// Migration `i` takes a file from version `i` to version `i + 1`.
     static let migrations: [String] = [
@@ -50,6 +50,15 @@ enum Schema {
             id TEXT NOT NULL,
             local TEXT,
             conflicts TEXT NOT NULL,
+            PRIMARY KEY (collection, id)
+        ) WITHOUT ROWID;
+        """,
+        // 3 -> 4: during a resync, the documents the full pull has not brought yet; those left at
+        // its end are no longer the server's to give, and leave the device.
+        """
+        CREATE TABLE resync_unseen (
+            collection TEXT NOT NULL,
+            id TEXT NOT NULL,
             PRIMARY KEY (collection, id)
         ) WITHOUT ROWID;
         """,

@@ -275,3 +275,20 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         "\(code): \(message)" + (underlying.map { " (\($0))" } ?? "")
     }
 }
+
+/// One app write, as `LocalStore.write(_:for:)` takes it.
+package enum WriteOperation: Sendable {
+    /// Replace the document with exactly these fields (creating it).
+    case set([String: Value])
+    /// Assign, remove, and change sets by path; the document must exist.
+    case update(set: [FieldPath: Value], remove: [FieldPath], setAdd: [FieldPath: [Value]], setRemove: [FieldPath: [Value]])
+    /// Delete the document.
+    case delete
+}
+
+/// What one write did to the queue: the pending change it left, and the change as it was before
+/// when the write composed into it. `LocalStore.takeBack(_:)` undoes the write from it.
+package struct WriteReceipt: Sendable {
+    let change: LocalStore.PendingChange
+    let before: LocalStore.PendingChange?
+}

@@ -172,21 +172,31 @@ public final class AbrovaSync: Sendable {
     // MARK: The seed's table
 
     /// One app write: to the server first when it can be reached (after older queued writes), else
-    /// saved on the device and queued. A refusal throws and leaves nothing queued or changed.
-    func write(_ key: DocumentKey, _ body: @Sendable (LocalStore) async throws -> DocumentSnapshot) async throws(AbrovaSyncError) -> DocumentSnapshot {
+    /// saved on the device and queued. A refusal throws and leaves nothing queued or changed; so
+    /// does a write that cannot reach the server when offline persistence is off.
+    func write(_ key: DocumentKey,
+               _ body: @Sendable (LocalStore) async throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt)) async throws(AbrovaSyncError) -> DocumentSnapshot {
         let online = await engine.isOnline
         if !online && !configuration.offlineEnabled {
             throw AbrovaSyncError(.unreachable, message: "the server cannot be reached and offline persistence is off")
         }
         do {
             let batchFrom = try await store.nextBatchSequence()
-            let local = try await body(store)
+            let (local, receipt) = try await body(store)
             guard online else { return local }
             let run = await engine.sync()
             if let rejection = run.rejection(of: key, inBatchFrom: batchFrom) {
                 throw AbrovaSyncError(.refused, statusCode: rejection.statusCode, message: rejection.message)
             }
-            guard run.sent(key, inBatchFrom: batchFrom) else { return local }  // queued: sent when the server is back
+            guard run.sent(key, inBatchFrom: batchFrom) else {
+                // Without offline persistence the write fails and leaves nothing (its run put its
+                // batch back unsent), unless another run has frozen it meanwhile.
+                if !configuration.offlineEnabled, try await store.takeBack(receipt) {
+                    let reason = await engine.lastError.map { ": \($0.message)" } ?? ""
+                    throw AbrovaSyncError(.unreachable, message: "the write could not be sent and offline persistence is off; nothing was saved\(reason)")
+                }
+                return local  // queued: sent when the server is back
+            }
             return try await store.document(key).withMetadata(SnapshotMetadata(hasPendingWrites: false, isFromCache: false))
         } catch {
             throw AbrovaSyncError.wrapping(error)

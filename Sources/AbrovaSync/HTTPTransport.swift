@@ -15,9 +15,10 @@ import Synchronization
 /// compressed with zstd; a zstd answer is decompressed, never past `maximumAnswerBytes`.
 ///
 /// Every outcome becomes a `TransportFailure` by what the SDK does next: no connection, a
-/// timeout, a cancelled task, a 408, 429 or 5xx status, a redirect, or a 2xx answer that cannot
-/// be read is `.unreachable` (retry later, the same push body); a 401 is `.unauthorized`; any
-/// other 4xx is `.refused` with the server's message.
+/// timeout, a cancelled task, a 408, 429 or 5xx status, a redirect, a 4xx without the protocol's
+/// JSON error body (a proxy's page), or a 2xx answer that cannot be read is `.unreachable` (retry
+/// later, the same push body); a 401 is `.unauthorized`; any other 4xx is `.refused` with the
+/// server's message.
 ///
 ///     let transport = HTTPTransport(serverURL: URL(string: "https://sync.example.com")!,
 ///                                   apiKey: "app-key", token: { session.currentToken })
@@ -137,7 +138,23 @@ public final class HTTPTransport: SyncTransport {
         guard var request = try? makeRequest(method: "GET", path: "/v1/health", withCredentials: false) else { return false }
         let wait = min(timeout, Self.reachabilityTimeout)
         request.timeoutInterval = Self.seconds(wait)
-        return (try? await send(request, timeout: wait).statusCode) == 200
+        guard let answer = try? await send(request, timeout: wait), answer.statusCode == 200,
+              let body = try? Self.content(of: answer, limit: maximumAnswerBytes) else { return false }
+        // A captive portal answers 200 too, with a page of its own.
+        return HealthResponse(body: body) != nil
+    }
+
+    /// `GET /v1/health`: the limits the server announces (`nil` from a server that announces
+    /// none).
+    ///
+    /// - Throws: `TransportFailure`; `.unreachable` for an answer that is not the sync server's.
+    public func serverLimits() async throws(TransportFailure) -> ServerLimits? {
+        let answer = try await send(try makeRequest(method: "GET", path: "/v1/health", withCredentials: false), timeout: timeout)
+        let health = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in
+            guard let health = HealthResponse(body: bytes) else { throw RequestError.invalid("not the sync server's health answer") }
+            return health
+        }
+        return health.limits
     }
 
     // MARK: - Requests
@@ -251,7 +268,12 @@ extension HTTPTransport {
             if let retryAfter = answer.headers["retry-after"] { reason += " (Retry-After: \(retryAfter.prefix(40)))" }
             return .unreachable(reason)
         case 400...499:
-            return .refused(statusCode: status, message: message(of: answer, limit: limit))
+            // Only the sync server's own refusal (its JSON error body, with this status) refuses;
+            // a proxy's or a captive portal's 4xx page means the request never reached it.
+            if let body = try? content(of: answer, limit: limit), let error = RequestError(body: body), error.statusCode == status {
+                return .refused(statusCode: status, message: error.message)
+            }
+            return .unreachable("\(status): \(message(of: answer, limit: limit)), so not from the sync server (a proxy or a captive portal?)")
         case 300...399:
             let location = answer.headers["location"].map { " to \($0.prefix(200))" } ?? ""
             return .unreachable("\(status): a redirect\(location), which the protocol never sends; check the server URL")

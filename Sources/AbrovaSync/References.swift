@@ -121,7 +121,7 @@ public struct DocumentReference: Sendable {
     @discardableResult
     public func setData(_ data: [String: Value]) async throws(AbrovaSyncError) -> DocumentSnapshot {
         let key = key
-        return try await sync.write(key) { store in try await store.setData(data, for: key) }
+        return try await sync.write(key) { store in try await store.write(.set(data), for: key) }
     }
 
     /// Replaces the document with `value` encoded.
@@ -156,7 +156,7 @@ public struct DocumentReference: Sendable {
         }
         let key = key
         return try await sync.write(key) { [assignments, removals, adds, removes] store in
-            try await store.updateData(for: key, set: assignments, remove: removals, setAdd: adds, setRemove: removes)
+            try await store.write(.update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key)
         }
     }
 
@@ -164,7 +164,7 @@ public struct DocumentReference: Sendable {
     @discardableResult
     public func delete() async throws(AbrovaSyncError) -> DocumentSnapshot {
         let key = key
-        return try await sync.write(key) { store in try await store.delete(key) }
+        return try await sync.write(key) { store in try await store.write(.delete, for: key) }
     }
 
     /// The document now and after every change (local writes, rollbacks, pulled changes).

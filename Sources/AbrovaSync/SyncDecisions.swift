@@ -45,6 +45,9 @@ struct SyncDecisions: Equatable {
         /// Probe the server at once, then with backoff from its first delay (the network just
         /// came up: a probe sleeping through a long backoff would come back late).
         case probeNow
+        /// Run sync again after the next backoff delay (the run failed on something the server
+        /// or the device may get over: a refusal of the whole request, a failing store).
+        case retryLater
     }
 
     /// Send queued writes when the server comes back.
@@ -84,7 +87,7 @@ struct SyncDecisions: Equatable {
             return []
         case .runEnded(.failed):
             syncState = .error
-            return []
+            return isDisconnectedByApp ? [] : [.retryLater]
         case .runReachedServer:
             let wasUnreachable = isUnreachable
             isUnreachable = false

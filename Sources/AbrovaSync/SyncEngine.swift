@@ -109,7 +109,12 @@ public actor SyncEngine {
     private var current: (task: Task<RunResult, Never>, phase: Phase)?
     private var followUp: Task<RunResult, Never>?
     private var probe: Task<Void, Never>?
+    /// A run that failed is tried again after a backoff delay.
+    private var retry: Task<Void, Never>?
     private var failedAttempts = 0
+    /// What batches are cut by: the SDK's settings within the server's announced limits, made
+    /// smaller while a run splits a batch the server refused as a whole.
+    private var batchLimits = BatchLimits()
     private var random = SystemRandomNumberGenerator()
     /// Closure setters of the seed: one callback each.
     var onSyncState: (@Sendable (SyncState) -> Void)?
@@ -124,7 +129,10 @@ public actor SyncEngine {
         decisions = SyncDecisions(syncOnReconnect: configuration.syncOnReconnect)
     }
 
-    deinit { probe?.cancel() }
+    deinit {
+        probe?.cancel()
+        retry?.cancel()
+    }
 
     /// Whether requests should go to the server now.
     var isOnline: Bool { decisions.isOnline }
@@ -145,7 +153,11 @@ public actor SyncEngine {
             case .stopProbing:
                 probe?.cancel()
                 probe = nil
-            case .resetBackoff: failedAttempts = 0
+            case .resetBackoff:
+                failedAttempts = 0
+                retry?.cancel()
+                retry = nil
+            case .retryLater: scheduleRetry()
             case .probeNow:
                 probe?.cancel()
                 probe = nil
@@ -246,7 +258,16 @@ public actor SyncEngine {
     private func pushAll(into result: inout RunResult, syncedCount: inout Int) async throws {
         try await resolveKeptConflicts()  // left by a process that ended while its resolver decided
         let configuration = configuration
-        while let frozen = try await store.freezeBatch(maximumChanges: configuration.maximumBatchChanges,
+        if batchLimits.needsAnnouncement, await store.unsentWriteCount > 0 {
+            do {
+                batchLimits.announce(try await transport.serverLimits())
+            } catch {
+                return endRun(on: error, &result)
+            }
+        }
+        batchLimits.endSplit()
+        while let frozen = try await store.freezeBatch(maximumChanges: batchLimits.changes(configuration.maximumBatchChanges),
+                                                       maximumBytes: batchLimits.bytes,
                                                        strategyOf: { configuration.strategy(for: $0.collection) }) {
             // The strategies were frozen with the batch: its body is the same at every retry.
             let strategy = frozen.batch.changes.first?.strategy ?? configuration.conflictStrategy
@@ -255,9 +276,26 @@ public actor SyncEngine {
             do {
                 answer = try await transport.push(body: body).results
             } catch {
-                guard case .refused(let statusCode, let message) = error else { return endRun(on: error, &result) }
-                // The whole batch was refused (it cannot be sent as it is): each change is.
-                answer = Array(repeating: .rejected(statusCode: statusCode, message: message), count: frozen.batch.changes.count)
+                if case .unreachable = error, !configuration.offlineEnabled {
+                    // Without offline persistence nothing waits in a batch: its writes fail (and are
+                    // taken back) or stay pending, to be frozen again.
+                    try await store.unfreezeBatch()
+                }
+                switch BatchRefusal(error, changes: frozen.batch.changes.count) {
+                case .endRun:
+                    // Not the changes' fault (unreachable, a refused route, client id or batch
+                    // number): the queue stays, and the run is tried again.
+                    return endRun(on: error, &result)
+                case .split:
+                    // Refused for its size or for one of its changes, before any was applied: sent
+                    // again in halves until the change at fault stands alone.
+                    markReachable()
+                    try await store.unfreezeBatch()
+                    batchLimits.split(changes: frozen.batch.changes.count, bytes: body.count)
+                    continue
+                case .rejectChange(let statusCode, let message):
+                    answer = [.rejected(statusCode: statusCode, message: message)]
+                }
             }
             markReachable()
             try await settle(frozen.batch, answer: answer, into: &result, syncedCount: &syncedCount)
@@ -328,7 +366,8 @@ public actor SyncEngine {
     /// saves the page before: on an initial sync the two take turns otherwise.
     private func pullAll(into result: inout RunResult, syncedCount: inout Int) async throws {
         var resynced = false
-        var request = fetchPage(after: try await store.pullCursor())
+        var cursor = try await store.pullCursor()
+        var request = fetchPage(after: cursor)
         // A page fetched ahead is not needed once the run ends another way.
         defer { request.cancel() }
         while true {
@@ -336,11 +375,14 @@ public actor SyncEngine {
             switch await request.value {
             case .success(let answer):
                 page = answer
-            case .failure(.refused(410, _)) where !resynced:
-                // Deletes after our cursor are no longer kept: pull everything again. Unsent
-                // changes stay; pulled states join the confirmed ones.
+            case .failure(.refused(let statusCode, _)) where !resynced && (statusCode == 410 || (statusCode == 400 && cursor != nil)):
+                // Deletes after our cursor are no longer kept (410), the read rules changed (410),
+                // or the server does not know the cursor (400: its database was replaced, or the
+                // cursor is another user's): pull everything again, and drop what it does not
+                // bring. Unsent changes stay; pulled states join the confirmed ones.
                 resynced = true
-                try await store.resetPullCursor()
+                try await store.beginResync()
+                cursor = nil
                 request = fetchPage(after: nil)
                 continue
             case .failure(let error):
@@ -350,12 +392,16 @@ public actor SyncEngine {
                 return
             }
             markReachable()
+            cursor = page.cursor
             if page.hasMore { request = fetchPage(after: page.cursor) }
             try await store.applyPulledPage(page.documents.map { (key: $0.key, state: $0.state) }, cursor: page.cursor)
             runProgress.pulledDocuments += page.documents.count
             runProgress.isPulling = page.hasMore
             progress.send(runProgress)
-            if !page.hasMore { return }
+            if !page.hasMore {
+                try await store.endOfPull()
+                return
+            }
         }
     }
 
@@ -414,6 +460,18 @@ public actor SyncEngine {
         }
     }
 
+    /// Runs sync again after the next backoff delay (a run failed on something waiting may fix:
+    /// a refusal of the whole request, a failing store).
+    private func scheduleRetry() {
+        retry?.cancel()
+        retry = Task { [weak self, clock = configuration.clock] in
+            guard let delay = await self?.nextDelay() else { return }
+            do { try await clock.sleep(for: delay) } catch { return }
+            guard !Task.isCancelled else { return }
+            await self?.sync()
+        }
+    }
+
     private func nextDelay() -> Duration {
         failedAttempts += 1
         return configuration.retryPolicy.delay(attempt: failedAttempts, random: &random)
@@ -439,7 +497,11 @@ public actor SyncEngine {
     }
 
     /// The app went offline on purpose: writes queue until `reconnect()`.
-    func disconnect() { handle(.disconnect) }
+    func disconnect() {
+        retry?.cancel()
+        retry = nil
+        handle(.disconnect)
+    }
 
     /// The app is back online: sync at once when `syncOnReconnect`, else probe only.
     func reconnect() { handle(.reconnect) }
@@ -457,6 +519,8 @@ public actor SyncEngine {
     /// Stops probing, lets a run in progress end, and ends the streams.
     func close() async {
         handle(.close)  // no new runs, no probing
+        retry?.cancel()
+        retry = nil
         if let followUp { _ = await followUp.value }
         if let current { _ = await current.task.value }
         syncStates.finish()

@@ -10,7 +10,9 @@ public enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertible
     /// 401: the API key or the token is missing, unknown or expired. Not the write's fault: the
     /// queue is kept until the token is replaced.
     case unauthorized(String)
-    /// The server answered and refused (another 4xx), with its status code and message.
+    /// The sync server answered and refused (another 4xx, with the protocol's JSON error body),
+    /// with its status code and message. A 4xx without that body came from something else on
+    /// the way (a proxy, a captive portal) and is `.unreachable`: the sync server never saw it.
     case refused(statusCode: Int, message: String)
 
     public var description: String {
@@ -32,6 +34,13 @@ public protocol SyncTransport: Sendable {
     func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse
     /// `GET /v1/docs/{collection}/{id}`: the document, or `nil` when it does not exist (404).
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument?
-    /// `GET /v1/health`: whether the server answers at all.
+    /// `GET /v1/health`: whether the sync server answers at all.
     func isReachable() async -> Bool
+    /// `GET /v1/health`: the limits the server announces, `nil` when it announces none.
+    func serverLimits() async throws(TransportFailure) -> ServerLimits?
+}
+
+extension SyncTransport {
+    /// A transport that cannot ask announces no limits: batches are cut by the SDK's defaults.
+    public func serverLimits() async throws(TransportFailure) -> ServerLimits? { nil }
 }

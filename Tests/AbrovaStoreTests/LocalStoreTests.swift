@@ -594,7 +594,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             #expect(store.clientID == "old-client")
             #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 1])
         }
-        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 3)
+        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 4)
     }
 
     @Test func theStricterDurabilityCanBeChosen() async throws {
@@ -603,5 +603,54 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         let database = try Database(path: file, durability: .full)  // the store above is closed
         #expect(try database.queryFirst("PRAGMA synchronous") { $0.integer(0) } == 2)
         #expect(try database.queryFirst("PRAGMA journal_mode") { $0.text(0) } == "wal")
+    }
+}
+
+/// A write taken back (`takeBack(_:)`, for a write that could not be sent with offline
+/// persistence off) leaves the queue and the document as they were before it.
+@Suite struct TakeBackTests {
+    let folder = TemporaryFolder()
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    @Test func aWriteComposedIntoAnEarlierOneIsTakenBackAloneAndTheEarlierIsSent() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        _ = try await store.write(.set(["qty": 1]), for: cart)
+        let (_, receipt) = try await store.write(.update(set: [try FieldPath("qty"): 2], remove: [], setAdd: [:], setRemove: [:]), for: cart)
+        #expect(try await store.takeBack(receipt))
+        #expect(try await store.document(cart).data == ["qty": 1])
+        #expect(await store.unsentWriteCount == 1)
+        #expect(try await store.takeBack(receipt) == false, "taken back twice")
+        let frozen = try #require(try await store.freezeBatch())
+        #expect(frozen.batch.changes.count == 1 && frozen.batch.changes[0].writes == 1)
+    }
+
+    @Test func aWriteThatMadeItsChangeLeavesNoChangeAndAFrozenOneStays() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        let (_, first) = try await store.write(.set(["qty": 1]), for: cart)
+        #expect(try await store.takeBack(first))
+        #expect(try await store.document(cart).data == nil)
+        #expect(await store.unsentWriteCount == 0)
+        #expect(try await store.freezeBatch() == nil)
+        let (_, second) = try await store.write(.set(["qty": 3]), for: cart)
+        _ = try #require(try await store.freezeBatch())
+        #expect(try await store.takeBack(second) == false, "a frozen write may have been sent: it stays")
+        #expect(try await store.document(cart).data == ["qty": 3])
+    }
+
+    @Test func aWriteAfterAnotherDocumentsTakesBackToTheEarlierChangesView() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        _ = try await store.write(.set(["qty": 1]), for: cart)
+        _ = try await store.write(.set(["n": 1]), for: DocumentKey(collection: "carts", id: "other"))
+        let (_, receipt) = try await store.write(.set(["qty": 5]), for: cart)
+        #expect(try await store.takeBack(receipt))
+        #expect(try await store.document(cart).data == ["qty": 1])
+        #expect(try await store.documents(matching: DocumentQuery(collection: "carts")).map(\.data) == [["qty": 1], ["n": 1]])
+        let reopened = try await reopen(store)
+        #expect(try await reopened.document(cart).data == ["qty": 1])
+    }
+
+    func reopen(_ store: LocalStore) async throws -> LocalStore {
+        await store.close()
+        return try LocalStore(path: folder.path("store.sqlite"))
     }
 }

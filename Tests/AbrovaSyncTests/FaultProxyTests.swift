@@ -32,6 +32,7 @@ import Testing
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live)
         await sync.forceSyncNow()
+        try await sync.collection("carts").document("first").setData(["n": 1])  // the server's limits are known
         proxy.fault = .cutResponse(afterBytes: 20)
         let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
         #expect(snapshot.metadata.hasPendingWrites, "the answer was lost: the write is queued")
@@ -49,6 +50,7 @@ import Testing
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live)
         await sync.forceSyncNow()
+        try await sync.collection("carts").document("first").setData(["n": 1])  // the server's limits are known
         proxy.fault = .cutRequest(afterBytes: 60)
         _ = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
         #expect(serverVersion(live) == nil, "half a request changes nothing")

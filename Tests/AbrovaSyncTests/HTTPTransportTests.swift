@@ -349,8 +349,12 @@ extension TransportFailure {
             ("401 HTML", text(401, "who are you?"), .unauthorized("unauthorized, without the protocol's JSON error body: \"who are you?\"")),
             ("403 JSON", json(403, "the rules refuse"), .refused(403, "the rules refuse")),
             ("413 JSON", json(413, "too many changes (maximumChanges)"), .refused(413, "too many changes (maximumChanges)")),
-            ("418 empty", HTTPResponse(status: 418), .refused(418, ", without the protocol's JSON error body")),
-            ("JSON that is not an error body", .json(status: 409, Array(#"{"error":"stale"}"#.utf8)), .refused(409, "conflict, without the protocol's JSON error body: \"{\"error\":\"stale\"}\"")),
+            // A 4xx without the protocol's error body is not the sync server's: it was not reached.
+            ("418 empty", HTTPResponse(status: 418), .unreachable("418: client error, without the protocol's JSON error body, so not from the sync server")),
+            ("JSON that is not an error body", .json(status: 409, Array(#"{"error":"stale"}"#.utf8)),
+             .unreachable("409: conflict, without the protocol's JSON error body: \"{\"error\":\"stale\"}\", so not from the sync server")),
+            ("an error body of another status", .json(status: 404, RequestError(statusCode: 400, message: "bad").body), .unreachable("404:")),
+            ("404 HTML", text(404, "<html>Not Found</html>"), .unreachable("404: not found, without the protocol's JSON error body")),
             ("301", HTTPResponse(status: 301, headers: [("Location", "/elsewhere")]), .unreachable("301: a redirect to /elsewhere, which the protocol never sends; check the server URL")),
         ]
         for item in cases {
@@ -376,8 +380,8 @@ extension TransportFailure {
         scripted.answer { _ in json(404, "no document c/d") }
         #expect(try await transport.document(key) == nil)
         scripted.answer { _ in text(404, "Not Found") }
-        guard case .refused(404, _)? = await failure(of: { try await transport.document(key) }) else {
-            Issue.record("a proxy's 404 was taken for a missing document")
+        guard case .unreachable? = await failure(of: { try await transport.document(key) }) else {
+            Issue.record("a proxy's 404 was taken for a missing document or a refusal")
             return
         }
         scripted.answer { _ in .json(status: 200, PullResponse(documents: [], cursor: "c", hasMore: false).body) }
@@ -493,8 +497,9 @@ extension TransportFailure {
         let error = RequestError(statusCode: 400, message: String(repeating: "bad field ", count: 200))
         #expect(read(HTTPAnswer(statusCode: 400, headers: ["content-encoding": "zstd"], body: try Zstd.compress(error.body)))
                 == .failure(.refused(statusCode: 400, message: error.message)))
-        guard case .failure(.refused(400, let message)) = read(HTTPAnswer(statusCode: 400, headers: [:], body: [], exceedsLimit: true)),
-              message.hasSuffix(", with a body that could not be read: it holds more than 1048576 bytes (maximumAnswerBytes)") else {
+        // Too large to be the protocol's error: not from the sync server.
+        guard case .failure(.unreachable(let message)) = read(HTTPAnswer(statusCode: 400, headers: [:], body: [], exceedsLimit: true)),
+              message.contains(", with a body that could not be read: it holds more than 1048576 bytes (maximumAnswerBytes)") else {
             Issue.record("an error body past the limit was not reported")
             return
         }

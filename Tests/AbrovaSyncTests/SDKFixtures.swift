@@ -25,6 +25,14 @@ final class CuttableTransport: SyncTransport {
     /// How many pushes reached the server.
     var pushCount: Int { pushes.value }
 
+    /// Whether the server's limits are passed on (else the SDK cuts batches by its defaults, as
+    /// against a server that announces none).
+    var announcesLimits: Bool {
+        get { !hidesLimits.value }
+        set { hidesLimits.value = !newValue }
+    }
+    private let hidesLimits = SharedFlag()
+
     func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
         if isCut { throw .unreachable("the test cut the network") }
         pushes.increment()
@@ -44,6 +52,11 @@ final class CuttableTransport: SyncTransport {
     func isReachable() async -> Bool {
         if isCut { return false }
         return await inner.isReachable()
+    }
+
+    func serverLimits() async throws(TransportFailure) -> ServerLimits? {
+        if isCut { throw .unreachable("the test cut the network") }
+        return announcesLimits ? try await inner.serverLimits() : nil
     }
 }
 

@@ -115,6 +115,35 @@ import Testing
         await live.stop()
     }
 
+    @Test func withoutOfflinePersistenceAWriteThatCannotBeSentFailsAndLeavesNothing() async throws {
+        let live = try LiveSyncServer()
+        let device = try Device(live, folder: folder) { $0.offlineEnabled(false) }
+        await device.sync.forceSyncNow()
+        try await device.carts.document("kept").setData(["n": 0])
+        // The server goes away without the device knowing: its write is tried, and fails.
+        device.transport.isCut = true
+        let seen = Locked<[DocumentSnapshot]>([])
+        let listener = await device.carts.document("c1").addSnapshotListener { snapshot in seen.update { $0.append(snapshot) } }
+        do {
+            try await device.carts.document("c1").setData(["n": 1])
+            Issue.record("the write did not fail")
+        } catch {
+            #expect(error.kind == .unreachable)
+        }
+        #expect(await device.sync.pendingCount == 0)
+        #expect(try await device.carts.document("c1").getDocument(source: .cache).data == nil)
+        #expect(await eventually { seen.value.last.map { $0.data == nil && $0.metadata.isRollback } ?? false })
+        await #expect(throws: AbrovaSyncError.self) { try await device.carts.document("kept").updateData(["n": 2]) }
+        #expect(try await device.carts.document("kept").getDocument(source: .cache).data == ["n": 0])
+        device.transport.isCut = false
+        await device.sync.reconnect()
+        await device.sync.forceSyncNow()
+        #expect(try serverDocument(live, milk) == nil)
+        #expect(try serverDocument(live, DocumentKey(collection: "carts", id: "kept")) == ["n": 0])
+        listener.remove()
+        await live.stop()
+    }
+
     // MARK: Server refuses
 
     @Test func aRefusedOnlineWriteThrowsWithTheStatusAndNothingIsQueuedOrChanged() async throws {

@@ -1,4 +1,5 @@
 @testable import AbrovaSync
+import AbrovaWire
 import Testing
 
 /// The engine's decisions, event by event, without a network.
@@ -33,6 +34,14 @@ import Testing
         #expect(decisions.handle(.tokenReplaced) == [])
         #expect(decisions.handle(.reconnect) == [.sync] && decisions.mayRun && decisions.connection == .connecting)
         #expect(decisions.handle(.reconnect) == [], "reconnecting twice does nothing more")
+    }
+
+    @Test func aFailedRunIsTriedAgainLaterUnlessTheAppDisconnected() {
+        var decisions = SyncDecisions(syncOnReconnect: true)
+        _ = decisions.handle(.runStarted)
+        #expect(decisions.handle(.runEnded(.failed)) == [.retryLater] && decisions.syncState == .error)
+        _ = decisions.handle(.disconnect)
+        #expect(decisions.handle(.runEnded(.failed)) == [])
     }
 
     @Test func aRefusedTokenStopsSyncUntilANewOne() {
@@ -82,5 +91,33 @@ import Testing
     @Test func closingStopsEverything() {
         var decisions = SyncDecisions(syncOnReconnect: true)
         #expect(decisions.handle(.close) == [.stopProbing] && !decisions.mayRun)
+    }
+}
+
+/// How big batches are, and what a refusal of a whole push means for its changes, without a network.
+@Suite struct BatchLimitsTests {
+    @Test func batchesKeepToTheSettingTheAnnouncedLimitsAndASplit() {
+        var limits = BatchLimits()
+        #expect(limits.needsAnnouncement)
+        #expect(limits.changes(500) == 500 && limits.bytes == BatchLimits.unannouncedBytes)
+        limits.announce(ServerLimits(maximumChanges: 100, maximumPushBytes: 64 << 10, maximumPageSize: 1_000, maximumPageBytes: 1 << 20))
+        #expect(!limits.needsAnnouncement && limits.changes(500) == 100 && limits.changes(20) == 20 && limits.bytes == 64 << 10)
+        limits.split(changes: 100, bytes: 60_000)
+        #expect(limits.changes(500) == 50 && limits.bytes == 30_000 && limits.needsAnnouncement)
+        limits.split(changes: 1, bytes: 1)
+        #expect(limits.changes(500) == 1 && limits.bytes == 1, "never below one change")
+        limits.endSplit()
+        #expect(limits.changes(500) == 100 && limits.bytes == 64 << 10)
+    }
+
+    @Test func onlyASizeOrUnreadableChangeRefusalSplitsAndOnlyAChangeAloneIsRejected() {
+        #expect(BatchRefusal(.refused(statusCode: 413, message: "too large"), changes: 9) == .split)
+        #expect(BatchRefusal(.refused(statusCode: 400, message: "bad delta"), changes: 2) == .split)
+        #expect(BatchRefusal(.refused(statusCode: 413, message: "too large"), changes: 1) == .rejectChange(statusCode: 413, message: "too large"))
+        for status in [403, 404, 405, 409, 415, 422] {
+            #expect(BatchRefusal(.refused(statusCode: status, message: "no"), changes: 1) == .endRun, "\(status)")
+        }
+        #expect(BatchRefusal(.unreachable("gone"), changes: 5) == .endRun)
+        #expect(BatchRefusal(.unauthorized("expired"), changes: 5) == .endRun)
     }
 }
