@@ -13,7 +13,8 @@ import Synchronization
 ///     proxy.fault = .latency(.seconds(3))
 ///     proxy.fault = .cutResponse(afterBytes: 40)  // the server commits; the client hears nothing
 ///
-/// It knows nothing of HTTP: faults act on bytes and connections. One thread pair a connection.
+/// It knows nothing of HTTP: faults act on bytes and connections (but for `foreignAnswer`, which
+/// writes an answer of its own). One thread pair a connection.
 /// Call `stop()` when done: the accepting thread holds the proxy until then.
 public final class FaultProxy: Sendable {
     /// What the proxy does to the traffic.
@@ -36,6 +37,9 @@ public final class FaultProxy: Sendable {
         case duplicateRequests
         /// Resets every new connection at once.
         case reset
+        /// Answers every new connection itself, with an HTML page under this status, as a captive
+        /// portal or a misconfigured proxy does: the server never sees the request.
+        case foreignAnswer(status: Int)
     }
 
     /// The port clients connect to (on 127.0.0.1).
@@ -154,6 +158,11 @@ public final class FaultProxy: Sendable {
                 Socket.reset(client)
                 continue
             }
+            if case .foreignAnswer(let status) = fault {
+                count()
+                Thread { Socket.answerWithAPage(client, status: status) }.start()
+                continue
+            }
             guard let upstream = try? Socket.connect(port: upstreamPort) else {
                 Socket.reset(client)
                 continue
@@ -188,7 +197,7 @@ public final class FaultProxy: Sendable {
             guard count > 0 else { break }
             var chunk = Array(buffer[0..<count])
             switch fault {
-            case .none, .reset:
+            case .none, .reset, .foreignAnswer:
                 break
             case .blackhole:
                 self.count()
@@ -339,6 +348,30 @@ private enum Socket {
     static func drain(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
         while buffer.withUnsafeMutableBytes({ recv(descriptor, $0.baseAddress, $0.count, 0) }) > 0 {}
+    }
+
+    /// Reads a request's head, answers it with an HTML page under `status` and closes, reading
+    /// what else comes for a moment first (a close with unread bytes would be a reset).
+    static func answerWithAPage(_ descriptor: Int32, status: Int) {
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        while received.count < 64 << 10, !holdsHeadEnd(received) {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            received += buffer[0..<count]
+        }
+        let page = Array("<html><head><title>\(status)</title></head><body><h1>Network login required</h1></body></html>".utf8)
+        let head = "HTTP/1.1 \(status) Refused\r\nContent-Type: text/html\r\nContent-Length: \(page.count)\r\nConnection: close\r\n\r\n"
+        _ = sendAll(descriptor, Array(head.utf8) + page)
+        shutdown(descriptor, Int32(SHUT_WR))
+        drain(descriptor)
+        _ = Glibc.close(descriptor)
+    }
+
+    private static func holdsHeadEnd(_ bytes: [UInt8]) -> Bool {
+        bytes.count >= 4 && (0...(bytes.count - 4)).contains { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 }
     }
 
     /// Makes the next close send a reset instead of an orderly end.

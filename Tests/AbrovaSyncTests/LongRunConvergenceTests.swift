@@ -1,6 +1,8 @@
+import AbrovaHTTP
 import AbrovaServer
 import AbrovaSync
 import AbrovaTestSupport
+import AbrovaWire
 import Foundation
 import Testing
 
@@ -58,10 +60,16 @@ import Testing
         return ["pending 0"] + lines.sorted()
     }
 
+    /// Limits set tiny, so that batches are cut by the announced limits and pages by bytes.
+    static let tinyLimits = WireLimits(maximumChanges: 7, maximumPageBytes: 4 << 10)
+    static let tinyBodyLimits = BodyLimits(maximumDecompressedBytes: 24 << 10, maximumBodyBytes: 24 << 10)
+    static let tinyHTTP = HTTPServerConfiguration(port: 0, maximumBodyBytes: 24 << 10, loopbackOnly: true)
+
     /// One SQLite server; the clients write for `ABROVA_LONG_RUN_SECONDS` (40 s).
     @Test func clientsKilledAndRestartedBehindFaultyNetworksConvergeLosingNothingAndApplyingNothingTwice() async throws {
         let ledger = PushLedger()
-        let live = try LiveSyncServer(rules: Self.rules, observe: ledger.observe)
+        let live = try LiveSyncServer(rules: Self.rules, limits: Self.tinyLimits, bodyLimits: Self.tinyBodyLimits,
+                                      http: Self.tinyHTTP, observe: ledger.observe)
         try await run("SQLite", servers: [live], ledger: ledger, defaultSeconds: 40)
         await live.stop()
     }
@@ -73,7 +81,8 @@ import Testing
         let database = try PostgresTestDatabase()
         let ledger = PushLedger()
         let servers = try (0..<2).map { _ in
-            try LiveSyncServer(rules: Self.rules, observe: ledger.observe, store: try PostgresServerStore(url: database.url, maximumConnections: 4))
+            try LiveSyncServer(rules: Self.rules, limits: Self.tinyLimits, bodyLimits: Self.tinyBodyLimits, http: Self.tinyHTTP,
+                               observe: ledger.observe, store: try PostgresServerStore(url: database.url, maximumConnections: 4))
         }
         try await run("PostgreSQL", servers: servers, ledger: ledger, defaultSeconds: 20, scale: 0.5)
         for server in servers { await server.stop() }
@@ -123,12 +132,13 @@ import Testing
             let slot = slots[below(slots.count)]
             switch below(10) {
             case 0..<4 where slot.faultEnds == nil:
-                let fault: FaultProxy.Fault = switch below(6) {
+                let fault: FaultProxy.Fault = switch below(7) {
                 case 0: .blackhole
                 case 1: .latency(.milliseconds(50 + below(700)))
                 case 2: .cutRequest(afterBytes: below(1_500))
                 case 3: .cutResponse(afterBytes: below(600))
                 case 4: .duplicateRequests
+                case 5: .foreignAnswer(status: [400, 403, 404, 413][below(4)])
                 default: .reset
                 }
                 slot.proxy.fault = fault
