@@ -246,4 +246,9 @@ extension SQLiteValue {
     public init(_ text: String?) {
         self = text.map(SQLiteValue.text) ?? .null
     }
+
+    /// Bytes, or NULL for `nil`.
+    public init(_ bytes: [UInt8]?) {
+        self = bytes.map(SQLiteValue.blob) ?? .null
+    }
 }

@@ -11,10 +11,10 @@ extension LocalStore {
                             strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }) throws -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
-            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence FROM pending ORDER BY sequence LIMIT ?",
+            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence, parts FROM pending ORDER BY sequence LIMIT ?",
                                              [.integer(Int64(max(1, maximumChanges)))]) { row in
                 (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), row.blob(2) ?? [],
-                 Int(row.integer(3)), row.text(4), row.integer(5))
+                 Int(row.integer(3)), row.text(4), row.integer(5), row.blob(6))
             }
             guard !pending.isEmpty else { return nil }
             var lastFrozen = pending[0].4
@@ -23,7 +23,7 @@ extension LocalStore {
             // An element an earlier change of this batch adds counts as shown: the server applies
             // that add first, and the remove must take it.
             // Each change keeps its stored bytes unless pruning changed it.
-            var changes: [(change: BatchChange, encoded: [UInt8]?)] = []
+            var changes: [(change: BatchChange, encoded: [UInt8]?, parts: [UInt8]?)] = []
             var cancelled: [DocumentKey: Int] = [:]
             var observed: [DocumentKey: DocumentState] = [:]
             // The view after the batch's last change of each document (cancelled or not): only the
@@ -31,10 +31,15 @@ extension LocalStore {
             // is the document's last kept change of the batch, unless later ones are still pending.
             var lastViews: [DocumentKey: String?] = [:]
             var bodyBytes = Batch.encodedOverhead
-            for (key, encoded, writes, view, sequenceNumber) in pending {
+            // Documents with a change of several writes in the batch: a refusal of it is sent again
+            // write by write, which must not come after a later change of the document, so the
+            // batch ends before one.
+            var composed: Set<DocumentKey> = []
+            for (key, encoded, writes, view, sequenceNumber, parts) in pending {
                 // The batch is full when this change would take its body past `maximumBytes`.
                 let changeBytes = Batch.encodedOverhead(of: key) + encoded.count
-                if !changes.isEmpty, bodyBytes + changeBytes > maximumBytes { break }
+                if !changes.isEmpty, bodyBytes + changeBytes > maximumBytes || composed.contains(key) { break }
+                if writes > 1 { composed.insert(key) }
                 bodyBytes += changeBytes
                 lastFrozen = sequenceNumber
                 // Leaves `pending` now (the entry, if any, is the row's change).
@@ -55,21 +60,22 @@ extension LocalStore {
                 if pruned.isEmpty {
                     cancelled[key, default: 0] += writes
                 } else {
-                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategyOf(key)), isPruned ? nil : encoded))
+                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategyOf(key)), isPruned ? nil : encoded, parts))
                 }
             }
             var lastPositions: [DocumentKey: Int] = [:]
-            for (position, (change, _)) in changes.enumerated() { lastPositions[change.key] = position }
+            for (position, (change, _, _)) in changes.enumerated() { lastPositions[change.key] = position }
             let sequence = Int64(try meta("next_batch_sequence") ?? "1") ?? 1
             let batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
             var body: [UInt8] = []
             batch.writeEncoded(to: &body)
             try database.write { database in
-                for (position, (change, encoded)) in changes.enumerated() {
+                for (position, (change, encoded, parts)) in changes.enumerated() {
                     let view = lastPositions[change.key] == position ? lastViews[change.key] ?? nil : nil
-                    try database.run("INSERT INTO inflight (position, collection, id, delta, writes, view) VALUES (?, ?, ?, ?, ?, ?)",
+                    try database.run("INSERT INTO inflight (position, collection, id, delta, writes, view, parts) VALUES (?, ?, ?, ?, ?, ?, ?)",
                                      [.integer(Int64(position)), .text(change.key.collection), .text(change.key.id),
-                                      .blob(encoded ?? Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view)])
+                                      .blob(encoded ?? Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view),
+                                      SQLiteValue(parts)])
                 }
                 try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(lastFrozen)])
                 if !changes.isEmpty { try database.run("INSERT INTO batch (sequence, body) VALUES (?, ?)", [.integer(sequence), .blob(body)]) }
@@ -121,17 +127,17 @@ extension LocalStore {
     public func unfreezeBatch() throws {
         try translatingErrors {
             guard try inflightBatch() != nil else { return }
-            let rows = try database.query("SELECT collection, id, delta, writes, view FROM inflight ORDER BY position") { row in
-                (row.text(0) ?? "", row.text(1) ?? "", row.blob(2) ?? [], row.integer(3), row.text(4))
+            let rows = try database.query("SELECT collection, id, delta, writes, view, parts FROM inflight ORDER BY position") { row in
+                (row.text(0) ?? "", row.text(1) ?? "", row.blob(2) ?? [], row.integer(3), row.text(4), row.blob(5))
             }
             // Below every pending change: they were written after these.
             let first = try database.queryFirst("SELECT min(sequence) FROM pending") { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
             let start = (first ?? 1) - Int64(rows.count)
             try database.write { database in
-                for (offset, (collection, id, delta, writes, view)) in rows.enumerated() {
-                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, view) VALUES (?, ?, ?, ?, ?, ?)",
+                for (offset, (collection, id, delta, writes, view, parts)) in rows.enumerated() {
+                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, view, parts) VALUES (?, ?, ?, ?, ?, ?, ?)",
                                      [.integer(start + Int64(offset)), .text(collection), .text(id), .blob(delta), .integer(writes),
-                                      SQLiteValue(view)])
+                                      SQLiteValue(view), SQLiteValue(parts)])
                 }
                 try database.run("DELETE FROM inflight")
                 try database.run("DELETE FROM batch")
@@ -171,7 +177,14 @@ extension LocalStore {
             // view already showed, so the view (the confirmed state plus every unsent change) is
             // the same, and it is kept rather than rebuilt from the pending changes.
             var reshown: Set<DocumentKey> = []
-            for (change, result) in zip(changes, results) {
+            // Refused changes of several writes, sent again write by write (each write's change, in
+            // order), so that the refusal lands on the write at fault and the others reach the
+            // server. Only a document's last change in the batch: a later one was judged already.
+            var resent: [(key: DocumentKey, parts: [DocumentDelta])] = []
+            var lastPositions: [DocumentKey: Int] = [:]
+            for (position, change) in changes.enumerated() { lastPositions[change.key] = position }
+            var partsInFlight: [Int64: [UInt8]]?
+            for (position, (change, result)) in zip(changes, results).enumerated() {
                 // Taken out while it changes, so that the join is made in place, not on a copy of the
                 // document's fields.
                 var state = confirmed.removeValue(forKey: change.key) ?? before.removeValue(forKey: change.key) ?? DocumentState()
@@ -205,8 +218,21 @@ extension LocalStore {
                     let local = try unresolved[change.key]?.local ?? appsView(of: change.key).documentJSON
                     unresolved[change.key] = (local, (unresolved[change.key]?.conflicts ?? []) + conflicts)
                 case .rejected(let statusCode, let message):
-                    rollbacks.insert(change.key)
                     reshown.insert(change.key)
+                    if change.writes > 1, lastPositions[change.key] == position {
+                        if partsInFlight == nil {
+                            partsInFlight = Dictionary(uniqueKeysWithValues: try database.query(
+                                "SELECT position, parts FROM inflight WHERE parts IS NOT NULL") { row in (row.integer(0), row.blob(1) ?? []) })
+                        }
+                        if let parts = partsInFlight?[Int64(position)] {
+                            resent.append((change.key, try Self.decodeParts(parts)))
+                            settledWrites[change.key, default: 0] -= change.writes
+                            report.resent.insert(change.key)
+                            confirmed[change.key] = state
+                            continue
+                        }
+                    }
+                    rollbacks.insert(change.key)
                     report.rejections.append(Rejection(key: change.key, operation: OperationType(change.delta),
                                                        statusCode: statusCode, message: message))
                 }
@@ -218,26 +244,41 @@ extension LocalStore {
             // holds more unsent writes than the batch settles; when none has, there is nothing to
             // read (a queue of 100k writes would otherwise be read, and its changes decoded, once
             // a batch).
-            let hasPending = settledWrites.contains { key, writes in (unsent[key]?.writes ?? 0) > writes }
-            let pending = !hasPending ? [] : try database.query("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence") { row in
-                (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), row.blob(3), Int(row.integer(4)))
+            let hasPending = !resent.isEmpty || settledWrites.contains { key, writes in (unsent[key]?.writes ?? 0) > writes }
+            var pending = !hasPending ? [] : try database.query("SELECT sequence, collection, id, delta, writes, parts FROM pending ORDER BY sequence") { row in
+                (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), row.blob(3), Int(row.integer(4)), row.blob(5))
             }
+            // The resent writes go back at the head of the queue, before every pending change.
+            var resentRows: [(sequence: Int64, key: DocumentKey, delta: [UInt8])] = []
+            var nextResent = (pending.first?.0 ?? 1) - Int64(resent.reduce(0) { $0 + $1.parts.count })
+            for (key, parts) in resent {
+                for part in parts {
+                    resentRows.append((nextResent, key, Self.encode(part)))
+                    nextResent += 1
+                }
+            }
+            pending.insert(contentsOf: resentRows.map { ($0.sequence, $0.key, $0.delta, 1, nil) }, at: 0)
             var views = confirmed
             // The views that stay as they are (see `reshown`), for the documents in memory.
             var keptViews: [DocumentKey: DocumentState] = [:]
             for key in confirmed.keys where !reshown.contains(key) { keptViews[key] = cache[key]?.view }
-            var rebased: [(sequence: Int64, delta: [UInt8])] = []
+            var rebased: [(sequence: Int64, delta: [UInt8], parts: [UInt8]?)] = []
             var newest: [DocumentKey: Int64] = [:]
             var stillUnsent: [DocumentKey: UnsentDocument] = [:]
             var decoded: [(sequence: Int64, delta: DocumentDelta)] = []
-            for (sequenceNumber, key, encodedDelta, writes) in pending where confirmed[key] != nil {
+            for (sequenceNumber, key, encodedDelta, writes, parts) in pending where confirmed[key] != nil {
                 var delta = try decodedPending[sequenceNumber] ?? Self.decodeDelta(encodedDelta)
                 if let versions = ownVersions[key], let state = confirmed[key] {
                     let moved = delta.rebased(onto: state, ownVersions: versions)
                     if moved != delta {
                         delta = moved
-                        rebased.append((sequenceNumber, Self.encode(moved)))
-                        if tail?.sequence == sequenceNumber { tail?.delta = moved }
+                        // Each write's change moves as the change does.
+                        let movedParts = try parts.map { Self.encodeParts(try Self.decodeParts($0).map { $0.rebased(onto: state, ownVersions: versions) }) }
+                        rebased.append((sequenceNumber, Self.encode(moved), movedParts))
+                        if tail?.sequence == sequenceNumber {
+                            tail?.delta = moved
+                            tail?.parts = movedParts
+                        }
                     }
                 }
                 if keptViews[key] == nil { views[key]?.applyLocally(delta, at: Self.localVersion) }
@@ -254,8 +295,13 @@ extension LocalStore {
             }
             try database.write { database in
                 for (key, state) in confirmed { try saveConfirmed(state, for: key, in: database) }
-                for (sequenceNumber, delta) in rebased {
-                    try database.run("UPDATE pending SET delta = ?, view = NULL WHERE sequence = ?", [.blob(delta), .integer(sequenceNumber)])
+                for (sequenceNumber, key, delta) in resentRows {
+                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes) VALUES (?, ?, ?, ?, 1)",
+                                     [.integer(sequenceNumber), .text(key.collection), .text(key.id), .blob(delta)])
+                }
+                for (sequenceNumber, delta, parts) in rebased {
+                    try database.run("UPDATE pending SET delta = ?, view = NULL, parts = ? WHERE sequence = ?",
+                                     [.blob(delta), SQLiteValue(parts), .integer(sequenceNumber)])
                 }
                 for (sequenceNumber, view) in newestViews {
                     try database.run("UPDATE pending SET view = ? WHERE sequence = ?", [SQLiteValue(view), .integer(sequenceNumber)])

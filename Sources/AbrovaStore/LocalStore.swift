@@ -60,9 +60,9 @@ public actor LocalStore {
                 unsentWriteCount += writes
             }
             isResyncing = try database.queryFirst("SELECT value FROM meta WHERE key = 'resync'") { _ in true } ?? false
-            tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes FROM pending ORDER BY sequence DESC LIMIT 1") { row in
+            tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts FROM pending ORDER BY sequence DESC LIMIT 1") { row in
                 PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
-                              delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)))
+                              delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5))
             }
         } catch let error as SQLiteError {
             throw StoreError(error)
@@ -178,18 +178,19 @@ public actor LocalStore {
         let view = document.view
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
-            if tail?.key == key, var tail {
+            if tail?.key == key, var tail, tail.isSplittable, tail.writes < Self.maximumComposedWrites {
                 decodedPending[tail.sequence] = nil
+                tail.parts = PendingChange.appending(Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))
                 tail.delta.compose(with: delta)
                 tail.writes += 1
-                try database.run("UPDATE pending SET delta = ?, writes = ?, view = ? WHERE sequence = ?",
+                try database.run("UPDATE pending SET delta = ?, writes = ?, view = ?, parts = ? WHERE sequence = ?",
                                  [.blob(Self.encode(tail.delta)), .integer(Int64(tail.writes)), SQLiteValue(viewJSON),
-                                  .integer(tail.sequence)])
+                                  SQLiteValue(tail.parts), .integer(tail.sequence)])
                 return tail
             }
             try database.run("INSERT INTO pending (collection, id, delta, writes, view) VALUES (?, ?, ?, 1, ?)",
                              [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON)])
-            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1)
+            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil)
         }
         let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? tail : nil)
         tail = newTail
@@ -218,8 +219,9 @@ public actor LocalStore {
             var view: DocumentState?
             try database.write { database in
                 if let before = receipt.before {
-                    try database.run("UPDATE pending SET delta = ?, writes = ? WHERE sequence = ?",
-                                     [.blob(Self.encode(before.delta)), .integer(Int64(before.writes)), .integer(sequence)])
+                    try database.run("UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
+                                     [.blob(Self.encode(before.delta)), .integer(Int64(before.writes)), SQLiteValue(before.parts),
+                                      .integer(sequence)])
                 } else {
                     try database.run("DELETE FROM pending WHERE sequence = ?", [.integer(sequence)])
                 }
@@ -230,7 +232,7 @@ public actor LocalStore {
             }
             decodedPending[sequence] = nil
             if tail?.sequence == sequence {
-                tail = receipt.before.map { PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes) }
+                tail = receipt.before.map { PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts) }
             }
             cache[key] = nil
             unsentWriteCount -= 1
@@ -372,6 +374,49 @@ public actor LocalStore {
         var key: DocumentKey
         var delta: DocumentDelta
         var writes: Int
+        /// Each write's change as it was made, `[delta, ...]` in the compact encoding, while it
+        /// holds more than one; `nil` for one write (and for changes stored before schema 4).
+        var parts: [UInt8]?
+
+        /// Whether a refusal of the change can be sent again write by write.
+        var isSplittable: Bool { writes == 1 || parts != nil }
+
+        /// The parts of a change of one write.
+        static func parts(holding first: [UInt8]) -> [UInt8] { [UInt8(ascii: "[")] + first + [UInt8(ascii: "]")] }
+
+        /// `parts` with one more write's change.
+        static func appending(_ part: [UInt8], to parts: [UInt8]) -> [UInt8] {
+            parts.dropLast() + [UInt8(ascii: ",")] + part + [UInt8(ascii: "]")]
+        }
+    }
+
+    /// The most writes a change composes (a refused change is sent again write by write, so each
+    /// write's change is kept beside it): the next write of the document starts a new change.
+    static let maximumComposedWrites = 64
+
+    /// The changes of `parts`, in the order they were made.
+    static func decodeParts(_ parts: [UInt8]) throws -> [DocumentDelta] {
+        do {
+            guard case .array(let items) = try Value(json: parts, maximumDepth: ValueLimits.maximumEncodedDepth + 1) else {
+                throw StoreError(.corrupt, "the writes of a stored change are not a list")
+            }
+            return try items.map { try DocumentDelta(encoded: $0) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.corrupt, "the writes of a stored change cannot be read: \(error)")
+        }
+    }
+
+    /// `parts` holding `changes`.
+    static func encodeParts(_ changes: [DocumentDelta]) -> [UInt8] {
+        var bytes: [UInt8] = [UInt8(ascii: "[")]
+        for (index, change) in changes.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            change.writeEncoded(to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+        return bytes
     }
 
     /// The document's confirmed state and view, from memory or rebuilt from the file.

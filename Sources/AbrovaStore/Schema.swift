@@ -54,13 +54,17 @@ enum Schema {
         ) WITHOUT ROWID;
         """,
         // 3 -> 4: during a resync, the documents the full pull has not brought yet; those left at
-        // its end are no longer the server's to give, and leave the device.
+        // its end are no longer the server's to give, and leave the device. And the writes a
+        // composed change holds, each as it was made (`parts`, NULL for a change of one write), so
+        // that a refusal of the change is sent again write by write and lands on the one at fault.
         """
         CREATE TABLE resync_unseen (
             collection TEXT NOT NULL,
             id TEXT NOT NULL,
             PRIMARY KEY (collection, id)
         ) WITHOUT ROWID;
+        ALTER TABLE pending ADD COLUMN parts BLOB;
+        ALTER TABLE inflight ADD COLUMN parts BLOB;
         """,
     ]
 

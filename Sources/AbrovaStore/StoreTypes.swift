@@ -164,6 +164,9 @@ public struct SettleReport: Hashable, Sendable {
     /// was dropped; the resolver's answer is written as a new change. The store keeps them
     /// (`unresolvedConflicts()`) until `forgetUnresolvedConflict(_:)`.
     public var unresolved: [DocumentKey: [Conflict]] = [:]
+    /// Documents whose change of several writes the server refused: the change went back to the
+    /// queue write by write, to be sent again (nothing of it rolled back yet).
+    public var resent: Set<DocumentKey> = []
 }
 
 /// A conflict the manual strategy left to the app's resolver, which the store keeps until the

@@ -78,7 +78,10 @@ public actor SyncEngine {
     struct SettledBatch {
         let sequence: Int64
         let keys: Set<DocumentKey>
-        let rejections: [Rejection]
+        /// The refusal of each document's last change in the batch (its newest write), if refused.
+        let newestRejections: [DocumentKey: (statusCode: Int, message: String)]
+        /// Documents whose refused change of several writes went back to the queue, write by write.
+        let resent: Set<DocumentKey>
     }
 
     /// What a run did.
@@ -307,7 +310,16 @@ public actor SyncEngine {
         let report = try await store.settle(batch: batch.sequence, results: answer)
         runProgress.pushedChanges += batch.changes.count
         progress.send(runProgress)
-        result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), rejections: report.rejections))
+        var newestRejections: [DocumentKey: (statusCode: Int, message: String)] = [:]
+        for (change, outcome) in zip(batch.changes, answer) {
+            guard case .rejected(let statusCode, let message) = outcome else {
+                newestRejections[change.key] = nil
+                continue
+            }
+            newestRejections[change.key] = (statusCode, message)
+        }
+        result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), newestRejections: newestRejections,
+                                           resent: report.resent))
         for (change, outcome) in zip(batch.changes, answer) {
             guard case .applied = outcome else { continue }
             syncedCount += 1
@@ -546,14 +558,18 @@ private struct WeakListener {
 
 extension SyncEngine.RunResult {
     /// The server's refusal of the change to `key` in the first batch numbered `sequence` or
-    /// later that held the document, if it refused it.
-    func rejection(of key: DocumentKey, inBatchFrom sequence: Int64) -> Rejection? {
-        guard let batch = settled.first(where: { $0.sequence >= sequence && $0.keys.contains(key) }) else { return nil }
-        return batch.rejections.first { $0.key == key }
+    /// later that held the document and settled it (a change sent again write by write is
+    /// settled by a later batch), if it refused it.
+    func rejection(of key: DocumentKey, inBatchFrom sequence: Int64) -> (statusCode: Int, message: String)? {
+        settling(key, inBatchFrom: sequence)?.newestRejections[key]
     }
 
-    /// Whether a batch numbered `sequence` or later that held `key` was answered.
+    /// Whether a batch numbered `sequence` or later that held `key` settled it.
     func sent(_ key: DocumentKey, inBatchFrom sequence: Int64) -> Bool {
-        settled.contains { $0.sequence >= sequence && $0.keys.contains(key) }
+        settling(key, inBatchFrom: sequence) != nil
+    }
+
+    private func settling(_ key: DocumentKey, inBatchFrom sequence: Int64) -> SyncEngine.SettledBatch? {
+        settled.first { $0.sequence >= sequence && $0.keys.contains(key) && !$0.resent.contains(key) }
     }
 }

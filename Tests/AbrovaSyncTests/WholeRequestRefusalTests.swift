@@ -141,3 +141,53 @@ import Testing
         await live.stop()
     }
 }
+
+/// A refused write takes no earlier valid write of its document with it, whether the two composed
+/// offline or an online write composed into a queued one (issue 14, finding 3).
+@Suite struct ComposedWriteRefusalTests {
+    let folder = TemporaryFolder()
+    let shirt = DocumentKey(collection: "shirts", id: "s1")
+
+    func server() throws -> LiveSyncServer {
+        try LiveSyncServer(rules: RuleBook(collections: ["shirts": SwitchableRules()]))
+    }
+
+    @Test func offlineAValidWriteThenARefusedOneOfTheSameDocumentTheValidOneArrives() async throws {
+        let live = try server()
+        let device = try Device(live, folder: folder, startsOffline: true)
+        let rejections = Locked<[DocumentRejection]>([])
+        let stream = device.sync.documentRejections
+        Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }
+        let document = device.sync.collection("shirts").document("s1")
+        try await document.setData(["jersey": 2])
+        try await document.updateData(["invalid": true])  // the server's validation refuses it
+        device.transport.isCut = false
+        await device.sync.forceSyncNow()
+        #expect(await eventually { await device.sync.pendingCount == 0 })
+        #expect(try live.service.document(shirt, caller: .user("ana")).state.document == ["jersey": 2])
+        #expect(try await document.getDocument(source: .cache).data == ["jersey": 2])
+        #expect(await eventually { rejections.value.count == 1 })
+        #expect(rejections.value.first?.operation == .update && rejections.value.first?.error.statusCode == 400)
+        await live.stop()
+    }
+
+    @Test func anOnlineWriteRefusedWhileAnEarlierCreateIsQueuedFailsAloneAndTheCreateArrives() async throws {
+        let live = try server()
+        let device = try Device(live, folder: folder) { $0.syncOnReconnect(false) }
+        await device.sync.forceSyncNow()
+        await device.sync.disconnect()
+        let document = device.sync.collection("shirts").document("s1")
+        try await document.setData(["jersey": 7])  // queued
+        await device.sync.reconnect()  // the queue waits for a sync
+        do {
+            try await document.updateData(["invalid": true])
+            Issue.record("the refused update did not throw")
+        } catch {
+            #expect(error.statusCode == 400)
+        }
+        #expect(try live.service.document(shirt, caller: .user("ana")).state.document == ["jersey": 7])
+        #expect(try await document.getDocument(source: .cache).data == ["jersey": 7])
+        #expect(await device.sync.pendingCount == 0)
+        await live.stop()
+    }
+}
