@@ -11,7 +11,10 @@ extension LocalStore {
                             strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }) throws -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
-            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence, parts FROM pending ORDER BY sequence LIMIT ?",
+            // The changes of a document whose conflict the resolver is deciding wait for it (the
+            // resolution goes before them); the rest of the queue goes on.
+            let held = heldDocuments.isEmpty ? "" : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) "
+            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence, parts FROM pending \(held)ORDER BY sequence LIMIT ?",
                                              [.integer(Int64(max(1, maximumChanges)))]) { row in
                 (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), row.blob(2) ?? [],
                  Int(row.integer(3)), row.text(4), row.integer(5), row.blob(6))
@@ -35,6 +38,7 @@ extension LocalStore {
             // write by write, which must not come after a later change of the document, so the
             // batch ends before one.
             var composed: Set<DocumentKey> = []
+            var frozenRows: [Int64] = []
             for (key, encoded, writes, view, sequenceNumber, parts) in pending {
                 // The batch is full when this change would take its body past `maximumBytes`.
                 let changeBytes = Batch.encodedOverhead(of: key) + encoded.count
@@ -42,6 +46,7 @@ extension LocalStore {
                 if writes > 1 { composed.insert(key) }
                 bodyBytes += changeBytes
                 lastFrozen = sequenceNumber
+                frozenRows.append(sequenceNumber)
                 // Leaves `pending` now (the entry, if any, is the row's change).
                 let delta = try decodedPending.removeValue(forKey: sequenceNumber) ?? Self.decodeDelta(encoded)
                 var pruned = delta
@@ -77,11 +82,16 @@ extension LocalStore {
                                       .blob(encoded ?? Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view),
                                       SQLiteValue(parts)])
                 }
-                try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(lastFrozen)])
+                if heldDocuments.isEmpty {
+                    try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(lastFrozen)])
+                } else {
+                    // Held changes stay among the frozen ones.
+                    for row in frozenRows { try database.run("DELETE FROM pending WHERE sequence = ?", [.integer(row)]) }
+                }
                 if !changes.isEmpty { try database.run("INSERT INTO batch (sequence, body) VALUES (?, ?)", [.integer(sequence), .blob(body)]) }
                 try setMeta("next_batch_sequence", String(sequence + 1), in: database)
             }
-            if tail.map({ $0.sequence <= lastFrozen }) ?? false { tail = nil }
+            if let tail, frozenRows.contains(tail.sequence) { self.tail = nil }
             var stillUnsent = Set(changes.map(\.change.key))
             if !cancelled.isEmpty {
                 // Documents may have later changes that this batch left pending.
@@ -314,6 +324,7 @@ extension LocalStore {
                 try database.run("DELETE FROM batch")
             }
             inflight = nil
+            heldDocuments.formUnion(unresolved.keys)
             for (sequenceNumber, delta) in decoded { decodedPending[sequenceNumber] = delta }
             for (key, state) in confirmed {
                 let view = stillUnsent[key] == nil ? nil : keptViews[key]
@@ -432,6 +443,61 @@ extension LocalStore {
             try database.write { database in
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
             }
+            heldDocuments.remove(key)
+        }
+    }
+
+    /// Writes the resolver's answer to a kept conflict and forgets the conflict, in one
+    /// transaction: `resolution` (a `set` or a `delete`; `nil` keeps the server's document) goes
+    /// before the document's changes that waited for it, so that the app's writes made while the
+    /// resolver decided stay on top; without such changes it is a write of its own.
+    ///
+    /// - Throws: `StoreError` (`.invalidValue` for a resolution that cannot be stored).
+    package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?) throws {
+        try translatingErrors {
+            let first = try database.queryFirst("SELECT sequence, delta, writes, parts FROM pending WHERE collection = ? AND id = ? ORDER BY sequence LIMIT 1",
+                                                [.text(key.collection), .text(key.id)]) { row in
+                (row.integer(0), try Self.decodeDelta(row.blob(1)), Int(row.integer(2)), row.blob(3))
+            }
+            guard let resolution, let first else {
+                if let resolution { _ = try write(resolution, for: key) }
+                try forgetUnresolvedConflict(key)
+                return
+            }
+            let confirmed = try confirmedState(of: key)
+            var delta: DocumentDelta
+            do {
+                switch resolution {
+                case .set(let data): delta = try DocumentDelta.create(data, base: confirmed.version)
+                case .delete: delta = DocumentDelta.delete(base: confirmed.version)
+                case .update(let assignments, let removals, let setAdd, let setRemove):
+                    delta = try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: confirmed.version)
+                }
+            } catch let error as ValueError {
+                throw StoreError(error)
+            }
+            let (sequence, waiting, writes, parts) = first
+            // The change keeps its writes' own changes while it can (Spec/storage.md, "Writes").
+            let keptParts = writes < Self.maximumComposedWrites && (parts != nil || writes == 1)
+                ? Self.encodeParts([delta] + (try parts.map(Self.decodeParts) ?? [waiting])) : nil
+            delta.compose(with: waiting)
+            var view = DocumentState()
+            try database.write { database in
+                try database.run("UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
+                                 [.blob(Self.encode(delta)), .integer(Int64(writes + 1)), SQLiteValue(keptParts), .integer(sequence)])
+                try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
+            }
+            heldDocuments.remove(key)
+            decodedPending[sequence] = nil
+            if tail?.sequence == sequence {
+                tail = PendingChange(sequence: sequence, key: key, delta: delta, writes: writes + 1, parts: keptParts)
+            }
+            cache[key] = nil
+            unsent[key]?.writes += 1
+            unsent[key]?.viewJSON = view.documentJSON
+            unsentWriteCount += 1
+            notify(changed: [key])
         }
     }
 

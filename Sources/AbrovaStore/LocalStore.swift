@@ -40,6 +40,9 @@ public actor LocalStore {
     var listeners = Listeners()
     /// A resync is under way (`beginResync()`): pulled documents are ticked off `resync_unseen`.
     var isResyncing = false
+    /// Documents with a conflict the app's resolver has not decided yet (the `unresolved` table):
+    /// their unsent changes wait, so that the resolution goes before them.
+    var heldDocuments: Set<DocumentKey> = []
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
     ///
@@ -60,6 +63,9 @@ public actor LocalStore {
                 unsentWriteCount += writes
             }
             isResyncing = try database.queryFirst("SELECT value FROM meta WHERE key = 'resync'") { _ in true } ?? false
+            heldDocuments = Set(try database.query("SELECT collection, id FROM unresolved") { row in
+                DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
+            })
             tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts FROM pending ORDER BY sequence DESC LIMIT 1") { row in
                 PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
                               delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5))

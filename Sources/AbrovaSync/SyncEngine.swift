@@ -112,6 +112,8 @@ public actor SyncEngine {
     private var current: (task: Task<RunResult, Never>, phase: Phase)?
     private var followUp: Task<RunResult, Never>?
     private var probe: Task<Void, Never>?
+    /// Documents whose kept conflict the app's resolver is deciding now.
+    private var resolving: Set<DocumentKey> = []
     /// A run that failed is tried again after a backoff delay.
     private var retry: Task<Void, Never>?
     private var failedAttempts = 0
@@ -350,27 +352,44 @@ public actor SyncEngine {
         if !report.unresolved.isEmpty { try await resolveKeptConflicts() }
     }
 
-    /// Asks the resolver about every conflict the store keeps: those of this run, and any that an
-    /// earlier process left when it ended before the resolution was written. Each resolution is a
-    /// new change on top of the server's document, which this run sends; the conflict is forgotten
-    /// after it is written (so an app ended in between is asked again: resolutions must bear
-    /// being written twice, as `use(_:)` and the others do).
+    /// Asks the resolver about every conflict the store keeps that it is not deciding already:
+    /// those of this run, and any that an earlier process left when it ended before the
+    /// resolution was written. Each is asked in a task of its own, so that a resolver waiting for
+    /// the user holds back only its own document (whose changes wait in the store meanwhile),
+    /// never a run or another write. The resolution is written before the document's waiting
+    /// changes, as a change on top of the server's document, and the conflict forgotten with it
+    /// (`LocalStore.resolveConflict`); the run it starts sends it.
     private func resolveKeptConflicts() async throws {
         guard let resolver = configuration.conflictResolver else { return }
-        for conflict in try await store.unresolvedConflicts() {
+        for conflict in try await store.unresolvedConflicts() where !resolving.contains(conflict.key) {
             let key = conflict.key
+            resolving.insert(key)
             let server = try await store.document(key).data?.mapValue
             let info = ConflictInfo(documentId: key.id, collection: key.collection, local: conflict.local?.mapValue, server: server,
                                     conflicts: conflict.conflicts)
-            switch await resolver(info) {
-            case .useServer: break
-            case .useLocal:
-                if let local = info.local { try await store.setData(local, for: key) } else { try await store.delete(key) }
-            case .use(let data): try await store.setData(data, for: key)
-            case .delete: try await store.delete(key)
+            Task { [weak self] in
+                let resolution = await resolver(info)
+                await self?.write(resolution, of: key, local: info.local)
             }
-            try await store.forgetUnresolvedConflict(key)
         }
+    }
+
+    /// Writes the resolver's answer for a kept conflict and sends it; on a failure the conflict
+    /// stays kept, and the next run asks again.
+    private func write(_ resolution: ConflictResolution, of key: DocumentKey, local: [String: Value]?) async {
+        defer { resolving.remove(key) }
+        let operation: WriteOperation? = switch resolution {
+        case .useServer: nil
+        case .useLocal: local.map(WriteOperation.set) ?? .delete
+        case .use(let data): .set(data)
+        case .delete: .delete
+        }
+        do {
+            try await store.resolveConflict(key, with: operation)
+        } catch {
+            return
+        }
+        Task { await self.sync() }
     }
 
     /// Pulls pages until the server has no more. The next page is asked for as soon as a page's

@@ -357,6 +357,30 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(try await reopened.unresolvedConflicts().isEmpty)
     }
 
+    /// While the resolver decides, the document's later writes wait (the rest of the queue goes
+    /// on), also across a reopen; the resolution is written before them, so they stay on top.
+    @Test func underManualTheDocumentsLaterWritesWaitForTheResolutionAndStayOnTopOfIt() async throws {
+        let (_, store) = try await settleConcurrentQuantities(strategy: .manual)
+        let other = DocumentKey(collection: "carts", id: "other")
+        try await store.updateData(for: cart, set: [path("note"): "later"])
+        try await store.setData(["n": 1], for: other)
+        let first = try #require(try await store.freezeBatch())
+        #expect(first.batch.changes.map(\.key) == [other], "the document in conflict waits")
+        _ = try await store.settle(batch: first.batch.sequence, results: [.applied(version: Version(100), state: nil, conflicts: [])])
+        await store.close()
+        let reopened = try LocalStore(path: folder.path("store.sqlite"))
+        #expect(try await reopened.freezeBatch() == nil, "still waiting after a reopen")
+        try await reopened.resolveConflict(cart, with: .set(["qty": 5]))
+        #expect(try await reopened.unresolvedConflicts().isEmpty)
+        #expect(try await reopened.document(cart).data == ["qty": 5, "note": "later"])
+        #expect(await reopened.unsentWriteCount == 2)
+        let second = try #require(try await reopened.freezeBatch())
+        #expect(second.batch.changes.map(\.key) == [cart] && second.batch.changes[0].writes == 2)
+        var applied = DocumentState()
+        _ = try ConflictStrategy.merge.apply(second.batch.changes[0].delta, to: &applied, version: Version(200))
+        #expect(applied.document == ["qty": 5, "note": "later"])
+    }
+
     @Test func aSettledConflictIsReportedAndTheServersOutcomeShown() async throws {
         let (report, store) = try await settleConcurrentQuantities(strategy: .serverWins)
         #expect(report.conflicts[cart]?.map(\.outcome) == [.serverWon])
