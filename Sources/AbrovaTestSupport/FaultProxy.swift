@@ -35,10 +35,11 @@ public final class FaultProxy: Sendable {
         /// Forwards each connection's request stream twice, on two server connections; the client
         /// hears the first's answers. Every request reaches the server twice, at about once.
         case duplicateRequests
-        /// Resets every new connection at once.
+        /// Resets every new connection at once, and an open one at its next chunk.
         case reset
-        /// Answers every new connection itself, with an HTML page under this status, as a captive
-        /// portal or a misconfigured proxy does: the server never sees the request.
+        /// Answers every request itself (on new connections and, from their next request, on
+        /// open ones) with an HTML page under this status, as a captive portal or a
+        /// misconfigured proxy does: the server never sees the request.
         case foreignAnswer(status: Int)
     }
 
@@ -197,8 +198,19 @@ public final class FaultProxy: Sendable {
             guard count > 0 else { break }
             var chunk = Array(buffer[0..<count])
             switch fault {
-            case .none, .reset, .foreignAnswer:
+            case .none:
                 break
+            case .reset:
+                self.count()
+                connection.resetAll()
+                break loop
+            case .foreignAnswer(let status):
+                guard towardServer else { break }
+                // The request goes no further; the page answers it, and the connection ends.
+                self.count()
+                _ = Socket.sendAll(connection.client, Socket.page(status: status))
+                shutdown(connection.client, Int32(SHUT_WR))
+                break loop
             case .blackhole:
                 self.count()
                 continue loop
@@ -362,12 +374,17 @@ private enum Socket {
             guard count > 0 else { break }
             received += buffer[0..<count]
         }
-        let page = Array("<html><head><title>\(status)</title></head><body><h1>Network login required</h1></body></html>".utf8)
-        let head = "HTTP/1.1 \(status) Refused\r\nContent-Type: text/html\r\nContent-Length: \(page.count)\r\nConnection: close\r\n\r\n"
-        _ = sendAll(descriptor, Array(head.utf8) + page)
+        _ = sendAll(descriptor, page(status: status))
         shutdown(descriptor, Int32(SHUT_WR))
         drain(descriptor)
         _ = Glibc.close(descriptor)
+    }
+
+    /// A captive portal's answer: an HTML page under `status`, and the connection closes.
+    static func page(status: Int) -> [UInt8] {
+        let page = Array("<html><head><title>\(status)</title></head><body><h1>Network login required</h1></body></html>".utf8)
+        let head = "HTTP/1.1 \(status) Refused\r\nContent-Type: text/html\r\nContent-Length: \(page.count)\r\nConnection: close\r\n\r\n"
+        return Array(head.utf8) + page
     }
 
     private static func holdsHeadEnd(_ bytes: [UInt8]) -> Bool {
