@@ -92,6 +92,8 @@ public struct AbrovaSyncConfig: Sendable {
     public let conflictResolver: ConflictResolver?
     /// Where the device store lives (a SQLite file).
     public let storePath: String
+    /// The signed-in user, when the app names them: the default store is then theirs alone.
+    public let userId: String?
     /// The user's token, sent as `Authorization: Bearer`; replaceable with
     /// `AbrovaSync.setAuthToken(_:)`.
     public let authToken: String?
@@ -133,6 +135,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     private var collectionStrategies: [String: ConflictStrategy] = [:]
     private var conflictResolver: ConflictResolver?
     private var storePath: String?
+    private var userId: String?
     private var authToken: String?
     private var offlineCacheSizeMb: Int?
     private var maxSyncRetries: Int?
@@ -170,6 +173,10 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     public func storePath(_ path: String) -> Self { with { $0.storePath = path } }
     /// The user's token.
     public func authToken(_ token: String?) -> Self { with { $0.authToken = token } }
+    /// Names the signed-in user, so that the default store (queue, cache, client id, cursor) is
+    /// theirs alone: another user on the same device gets another store. Without it the default
+    /// store is the app's, for one user.
+    public func userId(_ id: String?) -> Self { with { $0.userId = id } }
     /// Reserved; not used by the SDKs.
     public func offlineCacheSizeMb(_ size: Int) -> Self { with { $0.offlineCacheSizeMb = size } }
     /// Deprecated: queued writes are retried until they go through.
@@ -201,13 +208,59 @@ public struct AbrovaSyncConfigBuilder: Sendable {
         guard (1...1_000).contains(maximumBatchChanges) else {
             throw AbrovaSyncError(.configuration, message: "maximumBatchChanges must be 1 to 1,000")
         }
-        let path = storePath ?? FileManager.default.temporaryDirectory
-            .appendingPathComponent("abrova-\(apiKey.filter { $0.isLetter || $0.isNumber }.prefix(40)).sqlite").path
+        let path: String
+        if let storePath { path = storePath } else { path = try Self.defaultStorePath(apiKey: apiKey, userId: userId) }
         return AbrovaSyncConfig(apiKey: apiKey, serverURL: serverURL, offlineEnabled: offlineEnabled, syncOnReconnect: syncOnReconnect,
                                 conflictStrategy: conflictStrategy, collectionStrategies: collectionStrategies,
-                                conflictResolver: conflictResolver, storePath: path, authToken: authToken,
+                                conflictResolver: conflictResolver, storePath: path, userId: userId, authToken: authToken,
                                 offlineCacheSizeMb: offlineCacheSizeMb, maxSyncRetries: maxSyncRetries, retryPolicy: retryPolicy,
                                 clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges,
                                 requestTimeout: requestTimeout)
     }
+
+    /// The store of this app (its API key) and this user: `AbrovaSync/<key>/<user>.sqlite` in
+    /// Application Support on Apple platforms, in `$XDG_DATA_HOME` (else `~/.local/share`)
+    /// elsewhere; the folders are made when missing.
+    ///
+    /// - Throws: `AbrovaSyncError` `.configuration` when the folder cannot be made.
+    static func defaultStorePath(apiKey: String, userId: String?) throws(AbrovaSyncError) -> String {
+        let base: URL
+        #if canImport(Darwin)
+        base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent("Library/Application Support")
+        #else
+        let data = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        base = data.map { URL(fileURLWithPath: $0) } ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share")
+        #endif
+        let folder = base.appendingPathComponent("AbrovaSync").appendingPathComponent(fileName(apiKey))
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw AbrovaSyncError(.configuration, message: "the store's folder \(folder.path) cannot be made: \(error.localizedDescription)")
+        }
+        return folder.appendingPathComponent(fileName(userId ?? "default") + ".sqlite").path
+    }
+
+    /// `text` as a file name: letters, digits, `-` and `_` as they are, any other byte as `~XX`
+    /// (so two names never share a file); a long one is cut, with a hash of the whole.
+    static func fileName(_ text: String) -> String {
+        var name = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"):
+                name.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                name += "~" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        guard name.count > 160 else { return name.isEmpty ? "~" : name }
+        // FNV-1a, 64 bits: names this long differ in what was cut.
+        let hash = text.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+        return String(name.prefix(140)) + "~~" + String(hash, radix: 16)
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }

@@ -1,6 +1,7 @@
 @testable import AbrovaSync
 import AbrovaWire
 import Testing
+import Foundation
 
 /// The engine's decisions, event by event, without a network.
 @Suite struct SyncDecisionsTests {
@@ -119,5 +120,27 @@ import Testing
         }
         #expect(BatchRefusal(.unreachable("gone"), changes: 5) == .endRun)
         #expect(BatchRefusal(.unauthorized("expired"), changes: 5) == .endRun)
+    }
+}
+
+/// The default store: per app and per user, in a place that is kept (not the temporary folder).
+@Suite struct DefaultStorePathTests {
+    @Test func eachUserOfEachAppHasAStoreOfTheirOwnInAPlaceThatIsKept() throws {
+        let ana = try AbrovaSyncConfigBuilder.defaultStorePath(apiKey: "app-key", userId: "ana")
+        let ben = try AbrovaSyncConfigBuilder.defaultStorePath(apiKey: "app-key", userId: "ben")
+        let otherApp = try AbrovaSyncConfigBuilder.defaultStorePath(apiKey: "other-key", userId: "ana")
+        #expect(Set([ana, ben, otherApp]).count == 3)
+        #expect(ana == (try AbrovaSyncConfigBuilder.defaultStorePath(apiKey: "app-key", userId: "ana")))
+        #expect(ana.contains("/AbrovaSync/app-key/") && ana.hasSuffix("/ana.sqlite"))
+        #expect(!ana.hasPrefix(FileManager.default.temporaryDirectory.path))
+        #expect(try AbrovaSyncConfigBuilder(apiKey: "app-key").userId("ben").build().storePath == ben)
+    }
+
+    @Test func namesThatAreNotSafeInAPathAreEscapedAndNeverShareAFile() {
+        #expect(AbrovaSyncConfigBuilder.fileName("../etc/passwd") == "~2E~2E~2Fetc~2Fpasswd")
+        #expect(AbrovaSyncConfigBuilder.fileName("a b") != AbrovaSyncConfigBuilder.fileName("a_b"))
+        #expect(AbrovaSyncConfigBuilder.fileName("") == "~")
+        let long = String(repeating: "x", count: 300)
+        #expect(AbrovaSyncConfigBuilder.fileName(long).count < 200 && AbrovaSyncConfigBuilder.fileName(long) != AbrovaSyncConfigBuilder.fileName(long + "y"))
     }
 }
