@@ -34,16 +34,11 @@ extension LocalStore {
             // is the document's last kept change of the batch, unless later ones are still pending.
             var lastViews: [DocumentKey: String?] = [:]
             var bodyBytes = Batch.encodedOverhead
-            // Documents with a change of several writes in the batch: a refusal of it is sent again
-            // write by write, which must not come after a later change of the document, so the
-            // batch ends before one.
-            var composed: Set<DocumentKey> = []
             var frozenRows: [Int64] = []
             for (key, encoded, writes, view, sequenceNumber, parts) in pending {
                 // The batch is full when this change would take its body past `maximumBytes`.
                 let changeBytes = Batch.encodedOverhead(of: key) + encoded.count
-                if !changes.isEmpty, bodyBytes + changeBytes > maximumBytes || composed.contains(key) { break }
-                if writes > 1 { composed.insert(key) }
+                if !changes.isEmpty, bodyBytes + changeBytes > maximumBytes { break }
                 bodyBytes += changeBytes
                 lastFrozen = sequenceNumber
                 frozenRows.append(sequenceNumber)
@@ -189,16 +184,33 @@ extension LocalStore {
             var reshown: Set<DocumentKey> = []
             // Refused changes of several writes, sent again write by write (each write's change, in
             // order), so that the refusal lands on the write at fault and the others reach the
-            // server. Only a document's last change in the batch: a later one was judged already.
+            // server; with them the document's later changes of the batch, whatever their answer
+            // (they were judged without the refused one; sent again after its writes, they end on
+            // top, and what they wrote bears being written twice).
             var resent: [(key: DocumentKey, parts: [DocumentDelta])] = []
-            var lastPositions: [DocumentKey: Int] = [:]
-            for (position, change) in changes.enumerated() { lastPositions[change.key] = position }
             var partsInFlight: [Int64: [UInt8]]?
+            func writes(at position: Int) throws -> [DocumentDelta]? {
+                if partsInFlight == nil {
+                    partsInFlight = Dictionary(uniqueKeysWithValues: try database.query(
+                        "SELECT position, parts FROM inflight WHERE parts IS NOT NULL") { row in (row.integer(0), row.blob(1) ?? []) })
+                }
+                return try partsInFlight?[Int64(position)].map(Self.decodeParts)
+            }
             for (position, (change, result)) in zip(changes, results).enumerated() {
                 // Taken out while it changes, so that the join is made in place, not on a copy of the
                 // document's fields.
                 var state = confirmed.removeValue(forKey: change.key) ?? before.removeValue(forKey: change.key) ?? DocumentState()
                 settledWrites[change.key, default: 0] += change.writes
+                if report.resent.contains(change.key) {
+                    resent.append((change.key, try writes(at: position) ?? [change.delta]))
+                    settledWrites[change.key, default: 0] -= change.writes
+                    if case .applied(let version, let server, _) = result {
+                        if let server { state.merge(server) }
+                        ownVersions[change.key, default: []].insert(version)
+                    }
+                    confirmed[change.key] = state
+                    continue
+                }
                 switch result {
                 case .applied(let version, let server, let conflicts):
                     if let server {
@@ -229,18 +241,12 @@ extension LocalStore {
                     unresolved[change.key] = (local, (unresolved[change.key]?.conflicts ?? []) + conflicts)
                 case .rejected(let statusCode, let message):
                     reshown.insert(change.key)
-                    if change.writes > 1, lastPositions[change.key] == position {
-                        if partsInFlight == nil {
-                            partsInFlight = Dictionary(uniqueKeysWithValues: try database.query(
-                                "SELECT position, parts FROM inflight WHERE parts IS NOT NULL") { row in (row.integer(0), row.blob(1) ?? []) })
-                        }
-                        if let parts = partsInFlight?[Int64(position)] {
-                            resent.append((change.key, try Self.decodeParts(parts)))
-                            settledWrites[change.key, default: 0] -= change.writes
-                            report.resent.insert(change.key)
-                            confirmed[change.key] = state
-                            continue
-                        }
+                    if change.writes > 1, let parts = try writes(at: position) {
+                        resent.append((change.key, parts))
+                        settledWrites[change.key, default: 0] -= change.writes
+                        report.resent.insert(change.key)
+                        confirmed[change.key] = state
+                        continue
                     }
                     rollbacks.insert(change.key)
                     report.rejections.append(Rejection(key: change.key, operation: OperationType(change.delta),
