@@ -65,7 +65,7 @@ extension LocalStore {
             }
             var lastPositions: [DocumentKey: Int] = [:]
             for (position, (change, _, _)) in changes.enumerated() { lastPositions[change.key] = position }
-            let sequence = Int64(try meta("next_batch_sequence") ?? "1") ?? 1
+            let sequence = nextBatch
             let batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
             var body: [UInt8] = []
             batch.writeEncoded(to: &body)
@@ -86,6 +86,7 @@ extension LocalStore {
                 if !changes.isEmpty { try database.run("INSERT INTO batch (sequence, body) VALUES (?, ?)", [.integer(sequence), .blob(body)]) }
                 try setMeta("next_batch_sequence", String(sequence + 1), in: database)
             }
+            nextBatch = sequence + 1
             if let tail, frozenRows.contains(tail.sequence) { self.tail = nil }
             var stillUnsent = Set(changes.map(\.change.key))
             if !cancelled.isEmpty {
@@ -567,7 +568,7 @@ extension LocalStore {
     /// The sequence number the next new batch will take: a write made now is sent in a batch
     /// numbered at least this.
     public func nextBatchSequence() throws -> Int64 {
-        try translatingErrors { Int64(try meta("next_batch_sequence") ?? "1") ?? 1 }
+        nextBatch
     }
 
     func meta(_ key: String) throws -> String? {

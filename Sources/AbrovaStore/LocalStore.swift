@@ -40,6 +40,8 @@ public actor LocalStore {
     var listeners = Listeners()
     /// A resync is under way (`beginResync()`): pulled documents are ticked off `resync_unseen`.
     var isResyncing = false
+    /// The number the next frozen batch takes (`meta.next_batch_sequence`, mirrored).
+    var nextBatch: Int64 = 1
     /// Documents with a conflict the app's resolver has not decided yet (the `unresolved` table):
     /// their unsent changes wait, so that the resolution goes before them.
     var heldDocuments: Set<DocumentKey> = []
@@ -63,6 +65,8 @@ public actor LocalStore {
                 unsentWriteCount += writes
             }
             isResyncing = try database.queryFirst("SELECT value FROM meta WHERE key = 'resync'") { _ in true } ?? false
+            let storedNextBatch: Int64?? = try database.queryFirst("SELECT value FROM meta WHERE key = 'next_batch_sequence'") { Int64($0.text(0) ?? "") }
+            nextBatch = (storedNextBatch ?? nil) ?? 1
             heldDocuments = Set(try database.query("SELECT collection, id FROM unresolved") { row in
                 DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
             })
@@ -198,7 +202,7 @@ public actor LocalStore {
                              [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON)])
             return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil)
         }
-        let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? tail : nil)
+        let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? tail : nil, batchFrom: nextBatch)
         tail = newTail
         remember(document, for: key)
         unsent[key, default: UnsentDocument(viewJSON: nil, writes: 0)].add(writeShowing: viewJSON)

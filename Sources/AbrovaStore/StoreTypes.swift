@@ -294,4 +294,7 @@ package enum WriteOperation: Sendable {
 package struct WriteReceipt: Sendable {
     let change: LocalStore.PendingChange
     let before: LocalStore.PendingChange?
+    /// The number the next batch takes as the write is made: the write is sent in a batch
+    /// numbered this or more, and no batch numbered this or more was frozen before it.
+    package let batchFrom: Int64
 }

@@ -147,6 +147,10 @@ public final class AbrovaSync: Sendable {
     public var connectionStateChanges: AsyncStream<ConnectionState> { engine.connectionStates.subscribe() }
     /// Queued writes the server refused when they were sent, from the moment of subscribing.
     public var documentRejections: AsyncStream<DocumentRejection> { engine.rejections.subscribe() }
+    /// Every conflict the server settled (or, under `manual`, left to the resolver), with the
+    /// fields, both values and the outcome, from the moment of subscribing: what
+    /// `SyncListener.onConflictDetected` hears, for any number of subscribers.
+    public var conflicts: AsyncStream<ConflictInfo> { engine.conflicts.subscribe() }
     /// The progress of sync runs: after each batch sent and each page pulled.
     public var syncProgressChanges: AsyncStream<SyncProgress> { engine.progress.subscribe() }
 
@@ -181,8 +185,8 @@ public final class AbrovaSync: Sendable {
             throw AbrovaSyncError(.unreachable, message: "the server cannot be reached and offline persistence is off")
         }
         do {
-            let batchFrom = try await store.nextBatchSequence()
             let (local, receipt) = try await body(store)
+            let batchFrom = receipt.batchFrom
             guard online else { return local }
             let run = await engine.sync()
             if let rejection = run.rejection(of: key, inBatchFrom: batchFrom) {

@@ -102,6 +102,7 @@ public actor SyncEngine {
     let syncStates = Broadcaster<SyncState>(initial: .idle)
     let connectionStates = Broadcaster<ConnectionState>(initial: .connecting)
     let rejections = Broadcaster<DocumentRejection>(replaysLatest: false)
+    let conflicts = Broadcaster<ConflictInfo>(replaysLatest: false)
     let progress = Broadcaster<SyncProgress>()
     private var runProgress = SyncProgress()
 
@@ -338,6 +339,7 @@ public actor SyncEngine {
         for (key, conflicts) in report.conflicts.sorted(by: { $0.key < $1.key }) {
             let server = try await store.document(key).data?.mapValue
             let info = ConflictInfo(documentId: key.id, collection: key.collection, local: nil, server: server, conflicts: conflicts)
+            self.conflicts.send(info)
             eachListener { $0.onConflictDetected(conflict: info) }
         }
         // The store keeps each conflict left to the resolver, with the device's document as the
@@ -347,6 +349,7 @@ public actor SyncEngine {
             let server = try await store.document(key).data?.mapValue
             let info = ConflictInfo(documentId: key.id, collection: key.collection, local: kept[key]?.local?.mapValue, server: server,
                                     conflicts: conflicts)
+            self.conflicts.send(info)
             eachListener { $0.onConflictDetected(conflict: info) }
         }
         if !report.unresolved.isEmpty { try await resolveKeptConflicts() }
@@ -557,6 +560,7 @@ public actor SyncEngine {
         syncStates.finish()
         connectionStates.finish()
         rejections.finish()
+        conflicts.finish()
         progress.finish()
     }
 }

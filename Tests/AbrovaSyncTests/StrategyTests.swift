@@ -30,6 +30,10 @@ import Testing
         }
         let listener = RecordingListener()
         await ben.sync.addSyncListener(listener)
+        let streamed = Locked<[ConflictInfo]>([])
+        let conflictStream = ben.sync.conflicts
+        let collecting = Task { for await conflict in conflictStream { streamed.update { $0.append(conflict) } } }
+        defer { collecting.cancel() }
         let cart = ana.carts.document("c1")
         try await cart.setData(["qty": 1])
         try await cart.updateData(["items": .arrayUnion(["milk"])])
@@ -59,6 +63,9 @@ import Testing
                               otherCart: try await cart.getDocument(source: .cache).data?.mapValue,
                               conflicts: listener.conflicts.value, resolverCalls: calls.value)
         #expect(outcome.cart == outcome.otherCart, "the devices disagree")
+        // The stream hears what the listener hears.
+        #expect(await eventually { streamed.value.map(\.conflicts) == listener.conflicts.value.map(\.conflicts) },
+                "the conflicts stream heard \(streamed.value.count), the listener \(listener.conflicts.value.count)")
         let server = try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document?.mapValue
         #expect(outcome.cart == server, "the device and the server disagree")
         await live.stop()
