@@ -565,12 +565,6 @@ extension LocalStore {
         }
     }
 
-    /// The sequence number the next new batch will take: a write made now is sent in a batch
-    /// numbered at least this.
-    public func nextBatchSequence() throws -> Int64 {
-        nextBatch
-    }
-
     func meta(_ key: String) throws -> String? {
         try database.queryFirst("SELECT value FROM meta WHERE key = ?", [.text(key)]) { $0.text(0) } ?? nil
     }
