@@ -74,6 +74,10 @@ public struct SyncHTTPHandler: Sendable {
         switch (request.method, Array(segments)) {
         case ("GET", ["v1", "health"]):
             return encoded(status: 200, body: HealthResponse(limits: announcedLimits).body, for: request)
+        case ("GET", ["v1", "session"]):
+            let who = try authenticate(request)
+            caller = who
+            return encoded(status: 200, body: SessionResponse(user: who.userID).body, for: request)
         case ("POST", ["v1", "push"]):
             let who = try authenticate(request)
             caller = who
@@ -97,7 +101,7 @@ public struct SyncHTTPHandler: Sendable {
             }
             let document = try service.document(DocumentKey(collection: collection, id: id), caller: who)
             return encoded(status: 200, body: document.body, for: request)
-        case (_, ["v1", "health"]), (_, ["v1", "push"]), (_, ["v1", "pull"]):
+        case (_, ["v1", "health"]), (_, ["v1", "session"]), (_, ["v1", "push"]), (_, ["v1", "pull"]):
             throw RequestError(statusCode: 405, message: "\(request.method) is not allowed on \(request.path)")
         case (_, let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
             throw RequestError(statusCode: 405, message: "\(request.method) is not allowed on \(request.path); documents are read with GET and written with POST /v1/push")

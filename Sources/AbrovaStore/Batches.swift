@@ -14,10 +14,10 @@ extension LocalStore {
             // The changes of a document whose conflict the resolver is deciding wait for it (the
             // resolution goes before them); the rest of the queue goes on.
             let held = heldDocuments.isEmpty ? "" : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) "
-            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence, parts FROM pending \(held)ORDER BY sequence LIMIT ?",
+            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence, parts, as_written FROM pending \(held)ORDER BY sequence LIMIT ?",
                                              [.integer(Int64(max(1, maximumChanges)))]) { row in
                 (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), row.blob(2) ?? [],
-                 Int(row.integer(3)), row.text(4), row.integer(5), row.blob(6))
+                 Int(row.integer(3)), row.text(4), row.integer(5), row.blob(6), row.integer(7) != 0)
             }
             guard !pending.isEmpty else { return nil }
             var lastFrozen = pending[0].4
@@ -26,7 +26,7 @@ extension LocalStore {
             // An element an earlier change of this batch adds counts as shown: the server applies
             // that add first, and the remove must take it.
             // Each change keeps its stored bytes unless pruning changed it.
-            var changes: [(change: BatchChange, encoded: [UInt8]?, parts: [UInt8]?)] = []
+            var changes: [(change: BatchChange, encoded: [UInt8]?, parts: [UInt8]?, isAsWritten: Bool)] = []
             var cancelled: [DocumentKey: Int] = [:]
             var observed: [DocumentKey: DocumentState] = [:]
             // The view after the batch's last change of each document (cancelled or not): only the
@@ -35,7 +35,7 @@ extension LocalStore {
             var lastViews: [DocumentKey: String?] = [:]
             var bodyBytes = Batch.encodedOverhead
             var frozenRows: [Int64] = []
-            for (key, encoded, writes, view, sequenceNumber, parts) in pending {
+            for (key, encoded, writes, view, sequenceNumber, parts, isAsWritten) in pending {
                 // The batch is full when this change would take its body past `maximumBytes`.
                 let changeBytes = Batch.encodedOverhead(of: key) + encoded.count
                 if !changes.isEmpty, bodyBytes + changeBytes > maximumBytes { break }
@@ -60,22 +60,25 @@ extension LocalStore {
                 if pruned.isEmpty {
                     cancelled[key, default: 0] += writes
                 } else {
-                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategyOf(key)), isPruned ? nil : encoded, parts))
+                    // Saved as written is what clientWins does to a change: each field it writes
+                    // takes its value, a delete deletes (Spec/conflicts.md, "Online writes").
+                    let strategy = isAsWritten ? .clientWins : strategyOf(key)
+                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategy), isPruned ? nil : encoded, parts, isAsWritten))
                 }
             }
             var lastPositions: [DocumentKey: Int] = [:]
-            for (position, (change, _, _)) in changes.enumerated() { lastPositions[change.key] = position }
+            for (position, (change, _, _, _)) in changes.enumerated() { lastPositions[change.key] = position }
             let sequence = nextBatch
             let batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
             var body: [UInt8] = []
             batch.writeEncoded(to: &body)
             try database.write { database in
-                for (position, (change, encoded, parts)) in changes.enumerated() {
+                for (position, (change, encoded, parts, isAsWritten)) in changes.enumerated() {
                     let view = lastPositions[change.key] == position ? lastViews[change.key] ?? nil : nil
-                    try database.run("INSERT INTO inflight (position, collection, id, delta, writes, view, parts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    try database.run("INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                      [.integer(Int64(position)), .text(change.key.collection), .text(change.key.id),
                                       .blob(encoded ?? Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view),
-                                      SQLiteValue(parts)])
+                                      SQLiteValue(parts), .integer(isAsWritten ? 1 : 0)])
                 }
                 if heldDocuments.isEmpty {
                     try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(lastFrozen)])
@@ -133,17 +136,17 @@ extension LocalStore {
     public func unfreezeBatch() throws {
         try translatingErrors {
             guard try inflightBatch() != nil else { return }
-            let rows = try database.query("SELECT collection, id, delta, writes, view, parts FROM inflight ORDER BY position") { row in
-                (row.text(0) ?? "", row.text(1) ?? "", row.blob(2) ?? [], row.integer(3), row.text(4), row.blob(5))
+            let rows = try database.query("SELECT collection, id, delta, writes, view, parts, as_written FROM inflight ORDER BY position") { row in
+                (row.text(0) ?? "", row.text(1) ?? "", row.blob(2) ?? [], row.integer(3), row.text(4), row.blob(5), row.integer(6))
             }
             // Below every pending change: they were written after these.
             let first = try database.queryFirst("SELECT min(sequence) FROM pending") { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
             let start = (first ?? 1) - Int64(rows.count)
             try database.write { database in
-                for (offset, (collection, id, delta, writes, view, parts)) in rows.enumerated() {
-                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, view, parts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                for (offset, (collection, id, delta, writes, view, parts, asWritten)) in rows.enumerated() {
+                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                      [.integer(start + Int64(offset)), .text(collection), .text(id), .blob(delta), .integer(writes),
-                                      SQLiteValue(view), SQLiteValue(parts)])
+                                      SQLiteValue(view), SQLiteValue(parts), .integer(asWritten)])
                 }
                 try database.run("DELETE FROM inflight")
                 try database.run("DELETE FROM batch")
@@ -188,14 +191,19 @@ extension LocalStore {
             // server; with them the document's later changes of the batch, whatever their answer
             // (they were judged without the refused one; sent again after its writes, they end on
             // top, and what they wrote bears being written twice).
-            var resent: [(key: DocumentKey, parts: [DocumentDelta])] = []
-            var partsInFlight: [Int64: [UInt8]]?
-            func writes(at position: Int) throws -> [DocumentDelta]? {
+            var resent: [(key: DocumentKey, parts: [DocumentDelta], isAsWritten: Bool)] = []
+            var partsInFlight: [Int64: (parts: [UInt8]?, isAsWritten: Bool)]?
+            func inflightRow(at position: Int) throws -> (parts: [UInt8]?, isAsWritten: Bool)? {
                 if partsInFlight == nil {
                     partsInFlight = Dictionary(uniqueKeysWithValues: try database.query(
-                        "SELECT position, parts FROM inflight WHERE parts IS NOT NULL") { row in (row.integer(0), row.blob(1) ?? []) })
+                        "SELECT position, parts, as_written FROM inflight WHERE parts IS NOT NULL OR as_written != 0") { row in
+                            (row.integer(0), (row.blob(1), row.integer(2) != 0))
+                        })
                 }
-                return try partsInFlight?[Int64(position)].map(Self.decodeParts)
+                return partsInFlight?[Int64(position)]
+            }
+            func writes(at position: Int) throws -> [DocumentDelta]? {
+                try inflightRow(at: position)?.parts.map(Self.decodeParts)
             }
             for (position, (change, result)) in zip(changes, results).enumerated() {
                 // Taken out while it changes, so that the join is made in place, not on a copy of the
@@ -203,7 +211,7 @@ extension LocalStore {
                 var state = confirmed.removeValue(forKey: change.key) ?? before.removeValue(forKey: change.key) ?? DocumentState()
                 settledWrites[change.key, default: 0] += change.writes
                 if report.resent.contains(change.key) {
-                    resent.append((change.key, try writes(at: position) ?? [change.delta]))
+                    resent.append((change.key, try writes(at: position) ?? [change.delta], try inflightRow(at: position)?.isAsWritten ?? false))
                     settledWrites[change.key, default: 0] -= change.writes
                     if case .applied(let version, let server, _) = result {
                         if let server { state.merge(server) }
@@ -243,7 +251,7 @@ extension LocalStore {
                 case .rejected(let statusCode, let message):
                     reshown.insert(change.key)
                     if change.writes > 1, let parts = try writes(at: position) {
-                        resent.append((change.key, parts))
+                        resent.append((change.key, parts, try inflightRow(at: position)?.isAsWritten ?? false))
                         settledWrites[change.key, default: 0] -= change.writes
                         report.resent.insert(change.key)
                         confirmed[change.key] = state
@@ -266,11 +274,11 @@ extension LocalStore {
                 (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), row.blob(3), Int(row.integer(4)), row.blob(5))
             }
             // The resent writes go back at the head of the queue, before every pending change.
-            var resentRows: [(sequence: Int64, key: DocumentKey, delta: [UInt8])] = []
+            var resentRows: [(sequence: Int64, key: DocumentKey, delta: [UInt8], isAsWritten: Bool)] = []
             var nextResent = (pending.first?.0 ?? 1) - Int64(resent.reduce(0) { $0 + $1.parts.count })
-            for (key, parts) in resent {
+            for (key, parts, isAsWritten) in resent {
                 for part in parts {
-                    resentRows.append((nextResent, key, Self.encode(part)))
+                    resentRows.append((nextResent, key, Self.encode(part), isAsWritten))
                     nextResent += 1
                 }
             }
@@ -312,9 +320,9 @@ extension LocalStore {
             }
             try database.write { database in
                 for (key, state) in confirmed { try saveConfirmed(state, for: key, in: database) }
-                for (sequenceNumber, key, delta) in resentRows {
-                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes) VALUES (?, ?, ?, ?, 1)",
-                                     [.integer(sequenceNumber), .text(key.collection), .text(key.id), .blob(delta)])
+                for (sequenceNumber, key, delta, isAsWritten) in resentRows {
+                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, as_written) VALUES (?, ?, ?, ?, 1, ?)",
+                                     [.integer(sequenceNumber), .text(key.collection), .text(key.id), .blob(delta), .integer(isAsWritten ? 1 : 0)])
                 }
                 for (sequenceNumber, delta, parts) in rebased {
                     try database.run("UPDATE pending SET delta = ?, view = NULL, parts = ? WHERE sequence = ?",
@@ -498,7 +506,9 @@ extension LocalStore {
             heldDocuments.remove(key)
             decodedPending[sequence] = nil
             if tail?.sequence == sequence {
-                tail = PendingChange(sequence: sequence, key: key, delta: delta, writes: writes + 1, parts: keptParts)
+                tail?.delta = delta
+                tail?.writes = writes + 1
+                tail?.parts = keptParts
             }
             cache[key] = nil
             unsent[key]?.writes += 1
@@ -572,5 +582,38 @@ extension LocalStore {
     func setMeta(_ key: String, _ value: String, in database: Database) throws {
         try database.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                          [.text(key), .text(value)])
+    }
+}
+
+extension LocalStore {
+    /// The user whose store this is: `.some(nil)` for the anonymous caller, `nil` while no user
+    /// has been named (the SDK names one when it opens the store for a configured user, or when
+    /// the server first says whose token it syncs with). One store never holds two users' data.
+    ///
+    /// - Throws: `StoreError`.
+    public func owner() throws -> String?? {
+        try translatingErrors { try Self.readOwner(database) }
+    }
+
+    /// Names the store's user (see `owner()`); done once, when no user is named yet.
+    ///
+    /// - Throws: `StoreError`.
+    public func adoptOwner(_ user: String?) throws {
+        try translatingErrors {
+            try database.write { database in try Self.writeOwner(user, in: database) }
+        }
+    }
+
+    static func readOwner(_ database: Database) throws -> String?? {
+        guard let stored = try database.queryFirst("SELECT value FROM meta WHERE key = 'owner'", [], { $0.text(0) }) ?? nil else { return nil }
+        guard let value = try? Value(json: Array(stored.utf8)) else { throw StoreError(.corrupt, "the store's owner cannot be read") }
+        if value == .null { return .some(nil) }
+        guard let user = value.stringValue else { throw StoreError(.corrupt, "the store's owner is not a user id") }
+        return .some(user)
+    }
+
+    static func writeOwner(_ user: String?, in database: Database) throws {
+        try database.run("INSERT INTO meta (key, value) VALUES ('owner', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         [.text((user.map(Value.string) ?? .null).canonicalJSON)])
     }
 }

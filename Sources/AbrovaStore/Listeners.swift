@@ -40,6 +40,7 @@ extension LocalStore {
     }
 
     private func register<Element>(_ listener: Listeners.Listener, _ continuation: AsyncStream<Element>.Continuation) {
+        guard !isClosed else { return continuation.finish() }
         let id = UUID()
         listeners.all[id] = listener
         continuation.onTermination = { [weak self] _ in Task { await self?.removeListener(id) } }

@@ -28,6 +28,12 @@ public actor LocalStore {
     /// The newest pending change: a write to the same document composes into it. A write to
     /// another document in between starts a new change, so that changes keep the app's order.
     var tail: PendingChange?
+    /// The file.
+    public nonisolated let path: String
+    /// The store's user as it was opened (see `owner()`).
+    public nonisolated let ownerAtOpen: String??
+    /// Set by `close()`.
+    var isClosed = false
     /// Writes not yet confirmed by the server, in all documents.
     public internal(set) var unsentWriteCount = 0
     /// The batch in flight as frozen or last read, so that settling it need not decode its body
@@ -50,7 +56,10 @@ public actor LocalStore {
     ///
     /// - Throws: `StoreError`: `.newerSchema` for a store written by a newer version, `.notAStore`
     ///   for a file that is not a store, `.corrupt` for a damaged one.
-    public init(path: String, durability: Database.Durability = .normal) throws {
+    /// A store opened `claimingFor` a user takes them as its owner when it has none yet
+    /// (`owner()`); `ownerAtOpen` says whose it is once open.
+    public init(path: String, durability: Database.Durability = .normal, claimingFor claimant: String?? = nil) throws {
+        self.path = path
         do {
             // The app's process owns its store: exclusive locking spares a file lock per transaction.
             database = try Database(path: path, durability: durability, isExclusive: true)
@@ -70,9 +79,16 @@ public actor LocalStore {
             heldDocuments = Set(try database.query("SELECT collection, id FROM unresolved") { row in
                 DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
             })
-            tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts FROM pending ORDER BY sequence DESC LIMIT 1") { row in
+            var owner = try Self.readOwner(database)
+            if owner == nil, let claimant {
+                try database.write { database in try Self.writeOwner(claimant, in: database) }
+                owner = claimant
+            }
+            ownerAtOpen = owner
+            tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts, as_written FROM pending ORDER BY sequence DESC LIMIT 1") { row in
                 PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
-                              delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5))
+                              delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5),
+                              isAsWritten: row.integer(6) != 0)
             }
         } catch let error as SQLiteError {
             throw StoreError(error)
@@ -81,13 +97,17 @@ public actor LocalStore {
 
     /// Opens a store at an older schema version, for migration tests.
     init(path: String, schemaVersion: Int) throws {
+        self.path = path
+        ownerAtOpen = nil
         database = try Database(path: path)
         try Schema.migrate(database, to: schemaVersion)
         clientID = ""
     }
 
-    /// Closes the store's file now (another store may then open it); every later call throws.
+    /// Closes the store's file now (another store may then open it); every later call throws,
+    /// and a stream asked for later ends at once.
     public func close() {
+        isClosed = true
         database.close()
         decodedPending = [:]
         for listener in listeners.all.values {
@@ -145,22 +165,27 @@ public actor LocalStore {
 
     /// One app write: the change and the new view commit together; listeners hear of it after.
     /// The receipt lets `takeBack(_:)` undo it while it is still pending as it left it.
-    package func write(_ operation: WriteOperation, for key: DocumentKey) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
+    ///
+    /// A write `asWritten` (made while the server answers) is saved by the server as written,
+    /// whatever the collection's strategy: it composes only with writes made the same way, so
+    /// that no queued write is sent under its policy, nor it under theirs.
+    package func write(_ operation: WriteOperation, for key: DocumentKey,
+                       asWritten: Bool = false) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         try translatingErrors {
             switch operation {
             case .set(let data):
-                try writeTranslated(key, requiresExisting: false) { base in try DocumentDelta.create(data, base: base) }
+                try writeTranslated(key, requiresExisting: false, asWritten: asWritten) { base in try DocumentDelta.create(data, base: base) }
             case .update(let assignments, let removals, let setAdd, let setRemove):
-                try writeTranslated(key, requiresExisting: true) { base in
+                try writeTranslated(key, requiresExisting: true, asWritten: asWritten) { base in
                     try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
                 }
             case .delete:
-                try writeTranslated(key, requiresExisting: false) { base in DocumentDelta.delete(base: base) }
+                try writeTranslated(key, requiresExisting: false, asWritten: asWritten) { base in DocumentDelta.delete(base: base) }
             }
         }
     }
 
-    private func writeTranslated(_ key: DocumentKey, requiresExisting: Bool,
+    private func writeTranslated(_ key: DocumentKey, requiresExisting: Bool, asWritten: Bool,
                                  _ makeDelta: (Version) throws -> DocumentDelta) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         do {
             try key.validate()
@@ -188,7 +213,7 @@ public actor LocalStore {
         let view = document.view
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
-            if tail?.key == key, var tail, tail.isSplittable, tail.writes < Self.maximumComposedWrites {
+            if tail?.key == key, var tail, tail.isAsWritten == asWritten, tail.isSplittable, tail.writes < Self.maximumComposedWrites {
                 decodedPending[tail.sequence] = nil
                 tail.parts = PendingChange.appending(Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))
                 tail.delta.compose(with: delta)
@@ -198,9 +223,9 @@ public actor LocalStore {
                                   SQLiteValue(tail.parts), .integer(tail.sequence)])
                 return tail
             }
-            try database.run("INSERT INTO pending (collection, id, delta, writes, view) VALUES (?, ?, ?, 1, ?)",
-                             [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON)])
-            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil)
+            try database.run("INSERT INTO pending (collection, id, delta, writes, view, as_written) VALUES (?, ?, ?, 1, ?, ?)",
+                             [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON), .integer(asWritten ? 1 : 0)])
+            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten)
         }
         let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? tail : nil, batchFrom: nextBatch)
         tail = newTail
@@ -242,7 +267,9 @@ public actor LocalStore {
             }
             decodedPending[sequence] = nil
             if tail?.sequence == sequence {
-                tail = receipt.before.map { PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts) }
+                tail = receipt.before.map {
+                    PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts, isAsWritten: $0.isAsWritten)
+                }
             }
             cache[key] = nil
             unsentWriteCount -= 1
@@ -387,6 +414,8 @@ public actor LocalStore {
         /// Each write's change as it was made, `[delta, ...]` in the compact encoding, while it
         /// holds more than one; `nil` for one write (and for changes stored before schema 4).
         var parts: [UInt8]?
+        /// Whether its writes were made while the server answered, to be saved as written.
+        var isAsWritten = false
 
         /// Whether a refusal of the change can be sent again write by write.
         var isSplittable: Bool { writes == 1 || parts != nil }

@@ -4,7 +4,7 @@ import AbrovaSQLite
 /// each migration takes a file from one version to the next, in its own transaction.
 enum Schema {
     /// The version this code writes.
-    static let currentVersion = 4
+    static let currentVersion = 5
 
     /// Migration `i` takes a file from version `i` to version `i + 1`.
     static let migrations: [String] = [
@@ -65,6 +65,12 @@ enum Schema {
         ) WITHOUT ROWID;
         ALTER TABLE pending ADD COLUMN parts BLOB;
         ALTER TABLE inflight ADD COLUMN parts BLOB;
+        """,
+        // 4 -> 5: a change made of writes the app made while the server answered, which the
+        // server saves as written rather than settling by the collection's strategy.
+        """
+        ALTER TABLE pending ADD COLUMN as_written INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE inflight ADD COLUMN as_written INTEGER NOT NULL DEFAULT 0;
         """,
     ]
 

@@ -10,12 +10,19 @@ public struct SnapshotMetadata: Hashable, Sendable {
     /// Whether the snapshot shows a refused write rolled back to the server's version, as opposed
     /// to an ordinary change.
     public var isRollback: Bool
+    /// On the snapshot a write returns once the server saved it: the conflicts the server settled
+    /// for the document in that request, field by field, each with both values and its outcome
+    /// (`clientWon`: this write replaced another device's change the device had not seen;
+    /// `serverWon` or `merged`: a queued write's value was overruled by the strategy). Empty
+    /// everywhere else.
+    public var conflicts: [Conflict]
 
     /// Metadata for a snapshot.
-    public init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false) {
+    public init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false, conflicts: [Conflict] = []) {
         self.hasPendingWrites = hasPendingWrites
         self.isFromCache = isFromCache
         self.isRollback = isRollback
+        self.conflicts = conflicts
     }
 }
 

@@ -18,14 +18,30 @@ import Synchronization
 public final class AbrovaSync: Sendable {
     /// The settings it was made with.
     public let configuration: AbrovaSyncConfig
-    let store: LocalStore
-    let engine: SyncEngine
+    /// The current user's store and engine; replaced when the instance switches users.
+    private let current: Guarded<UserSession>
+    /// Every session the instance moves to, and `nil` when it closes: what streams that follow
+    /// the current store wait on.
+    private let sessions: Broadcaster<UserSession?>
+    /// Switches run one after another.
+    private let switches = Guarded<Task<Result<Void, AbrovaSyncError>, Never>?>(nil)
+    /// The user of the store at `configuration.storePath`, once known: switching back to them
+    /// opens that file again.
+    private let configuredOwner = Guarded<String??>(nil)
+    /// The streams, listeners and callbacks, kept across users.
+    let outputs = SyncOutputs()
+    private let transport: any SyncTransport
     private let token: Guarded<String?>
     private let pendingCounter: Task<Void, Never>
     private let pendingCounts = Broadcaster<Int>()
     private let onPendingCountCallback = Guarded<(@Sendable (Int) -> Void)?>(nil)
     /// The foreground and the network path, as engine events.
     private let platformSignals: PlatformSignals
+
+    /// The current user's device store.
+    var store: LocalStore { current.value.store }
+    /// The engine that syncs it.
+    var engine: SyncEngine { current.value.engine }
 
     private static let sharedInstance = Mutex<AbrovaSync?>(nil)
 
@@ -51,35 +67,37 @@ public final class AbrovaSync: Sendable {
         return instance
     }
 
-    /// An independent instance on its own store. It starts a sync at once (sending writes queued
-    /// in an earlier session, pulling what changed).
+    /// An independent instance on its own store: the configured user's (`userId(_:)`), else the
+    /// one at the configured path. It starts a sync at once (sending writes queued in an earlier
+    /// session, pulling what changed).
     ///
     /// - Throws: `AbrovaSyncError` `.storage` when the device store cannot be opened.
     public init(config: AbrovaSyncConfig) throws(AbrovaSyncError) {
         configuration = config
-        do {
-            store = try LocalStore(path: config.storePath)
-        } catch {
-            throw AbrovaSyncError.wrapping(error)
-        }
         let token = Guarded(config.authToken)
         self.token = token
         let readToken: @Sendable () -> String? = { token.value }
-        let transport = config.makeTransport?(readToken)
+        transport = config.makeTransport?(readToken)
             ?? HTTPTransport(serverURL: config.serverURL, apiKey: config.apiKey, token: readToken, timeout: config.requestTimeout)
-        engine = SyncEngine(store: store, transport: transport, configuration: config)
-        // The pending count follows the store's count of unsent writes, live and exact.
+        // A configured user is named; without one the store's user is whoever it belongs to.
+        let named: String?? = config.userId.map { .some($0) } ?? nil
+        let store = try Self.openStore(for: named, configuration: config, configuredOwner: configuredOwner)
+        let placeholder = Guarded(InstanceReference())
+        let first = UserSession(store: store, engine: Self.makeEngine(store, transport, config, outputs, instance: placeholder))
+        current = Guarded(first)
+        sessions = Broadcaster(initial: first)
+        // The pending count follows the current store's count of unsent writes, live and exact.
         let counts = pendingCounts
         let callback = onPendingCountCallback
-        let store = self.store
-        pendingCounter = Task {
-            for await count in await store.unsentWriteCounts() {
+        pendingCounter = Task { [current, sessions] in
+            for await count in await Self.following(current, sessions, { await $0.unsentWriteCounts() }) {
                 counts.send(count)
                 callback.value?(count)
             }
         }
-        platformSignals = PlatformSignals(engine: engine)
-        let engine = self.engine
+        platformSignals = PlatformSignals { [weak current] in current?.value.engine }
+        placeholder.value = InstanceReference(value: self)
+        let engine = first.engine
         Task { await engine.sync() }
     }
 
@@ -88,14 +106,140 @@ public final class AbrovaSync: Sendable {
         platformSignals.cancel()
     }
 
+    /// The store of `user` (`nil`: as configured, without a named user): the configured file
+    /// when it is theirs or has no user yet (it takes them), else their own file beside it.
+    private static func openStore(for user: String??, configuration: AbrovaSyncConfig,
+                                  configuredOwner: Guarded<String??>) throws(AbrovaSyncError) -> LocalStore {
+        do {
+            if configuredOwner.value == nil || user == nil || configuredOwner.value == user {
+                let store = try LocalStore(path: configuration.storePath, claimingFor: user)
+                if store.ownerAtOpen != nil { configuredOwner.value = store.ownerAtOpen }
+                guard let user, store.ownerAtOpen != user else { return store }
+                // Another user's: closed when released, before the user's own opens.
+            }
+            guard let user else { throw AbrovaSyncError(.storage, message: "no store for an unnamed user") }
+            let store = try LocalStore(path: try configuration.storePath(ofAnotherUser: user), claimingFor: user)
+            guard store.ownerAtOpen == user else {
+                throw AbrovaSyncError(.storage, message: "the store of \(user ?? "the anonymous user") belongs to another user")
+            }
+            return store
+        } catch {
+            throw AbrovaSyncError.wrapping(error)
+        }
+    }
+
+    private static func makeEngine(_ store: LocalStore, _ transport: any SyncTransport, _ configuration: AbrovaSyncConfig,
+                                   _ outputs: SyncOutputs, instance: Guarded<InstanceReference>) -> SyncEngine {
+        SyncEngine(store: store, transport: transport, configuration: configuration, outputs: outputs,
+                   tokenOfAnotherUser: { user in try? await instance.value.value?.switchUser(to: user) })
+    }
+
+    /// A stream that follows the current store: `subscribe` makes one on a store, and when that
+    /// store closes because the instance moved to another user's, the stream goes on with the new
+    /// store's. It ends when the instance closes. The first store is subscribed to before it
+    /// returns, so that nothing written after the call is missed.
+    static func following<Element: Sendable>(_ current: Guarded<UserSession>, _ sessions: Broadcaster<UserSession?>,
+                                             _ subscribe: @escaping @Sendable (LocalStore) async -> AsyncStream<Element>) async -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
+        let first = current.value.store
+        let firstStream = await subscribe(first)
+        let task = Task {
+            var (store, elements) = (first, firstStream)
+            while !Task.isCancelled {
+                for await element in elements { continuation.yield(element) }
+                guard let next = await nextStore(after: store, sessions) else { break }
+                (store, elements) = (next, await subscribe(next))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// The store of the session after the one on `store`; `nil` when the instance closed.
+    private static func nextStore(after store: LocalStore, _ sessions: Broadcaster<UserSession?>) async -> LocalStore? {
+        for await session in sessions.subscribe() {
+            guard let session else { return nil }
+            if session.store !== store { return session.store }
+        }
+        return nil
+    }
+
+    /// A stream following the current store (see `following`).
+    func followingStore<Element: Sendable>(_ subscribe: @escaping @Sendable (LocalStore) async -> AsyncStream<Element>) async -> AsyncStream<Element> {
+        await Self.following(current, sessions, subscribe)
+    }
+
     /// Stops syncing, ends the streams and closes the device store's file (it stays on disk; a
     /// new instance may open it). The instance cannot be used after.
     public func close() async {
+        _ = await switches.value?.value
         platformSignals.cancel()
-        await engine.close()
+        let session = current.value
+        sessions.send(nil)
+        await session.engine.close()
         pendingCounter.cancel()
         pendingCounts.finish()
-        await store.close()
+        outputs.finish()
+        await session.store.close()
+    }
+
+    // MARK: Users
+
+    /// Moves the instance to `user`'s own store (queue, cache, client id, cursor), unless it is on
+    /// it, and puts `newToken` in place (`nil`: keeps the token): the current engine stops (a run
+    /// in progress ends first, with the old token), the store closes, and the new user's store
+    /// opens and syncs. Streams and listeners go on with the new store. A store that has no user
+    /// yet takes `user` instead.
+    private func switchUser(to user: String?, token newToken: String?? = nil) async throws(AbrovaSyncError) {
+        let task = switches.update { chain -> Task<Result<Void, AbrovaSyncError>, Never> in
+            let previous = chain
+            let next = Task { [weak self] () -> Result<Void, AbrovaSyncError> in
+                _ = await previous?.value
+                guard let self else { return .success(()) }
+                do throws(AbrovaSyncError) {
+                    try await self.performSwitch(to: user, token: newToken)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            chain = next
+            return next
+        }
+        try await task.value.get()
+    }
+
+    private func performSwitch(to user: String?, token newToken: String??) async throws(AbrovaSyncError) {
+        let old = current.value
+        let token = self.token
+        let owner: String??
+        do {
+            owner = try await old.store.owner()
+            if owner == nil {
+                try await old.store.adoptOwner(user)
+                if old.store.path == configuration.storePath { configuredOwner.value = .some(user) }
+            }
+        } catch {
+            throw AbrovaSyncError.wrapping(error)
+        }
+        guard owner != nil, owner != .some(user) else {
+            if let newToken { await old.engine.replaceToken { token.value = newToken } }
+            return
+        }
+        if old.store.path == configuration.storePath { configuredOwner.value = owner }
+        let store = try Self.openStore(for: .some(user), configuration: configuration, configuredOwner: configuredOwner)
+        let instance = Guarded(InstanceReference(value: self))
+        let session = UserSession(store: store, engine: Self.makeEngine(store, transport, configuration, outputs, instance: instance))
+        // The old engine's last requests go out with the old token; the new engine's first with
+        // the new one.
+        await old.engine.close()
+        if let newToken { token.value = newToken }
+        current.value = session
+        sessions.send(session)
+        await old.store.close()
+        let engine = session.engine
+        Task { await engine.sync() }
     }
 
     // MARK: Data
@@ -127,11 +271,24 @@ public final class AbrovaSync: Sendable {
     /// Same as `reconnect()`.
     public func goOnline() async { await reconnect() }
 
-    /// Replaces the user's token (sent with every request from now on); sync resumes if it
-    /// stopped on a refused one.
+    /// Replaces the token (sent with every request from now on); sync resumes if it stopped on a
+    /// refused one. Before this store's queue goes out under it, the server says whose it is:
+    /// another user's token moves the instance to that user's store, as
+    /// `setAuthToken(_:userId:)` does at once.
     public func setAuthToken(_ token: String?) async {
-        self.token.value = token
-        await engine.tokenReplaced()
+        let current = self.token
+        await engine.replaceToken { current.value = token }
+    }
+
+    /// Signs another user in (or the same one with a new token): the instance moves to `userId`'s
+    /// own store (queue, cache, client id, cursor) before the call returns, so the previous
+    /// user's documents are never shown and their queue is never sent under this token; it
+    /// stays on the device and goes out when they sign in again. `nil` is the anonymous caller.
+    ///
+    /// - Throws: `AbrovaSyncError` `.storage` when the user's store cannot be opened (the
+    ///   instance stays as it was, with the old token).
+    public func setAuthToken(_ token: String?, userId: String?) async throws(AbrovaSyncError) {
+        try await switchUser(to: userId, token: .some(token))
     }
 
     /// The error that stopped sync, while the state is `.error`.
@@ -140,59 +297,61 @@ public final class AbrovaSync: Sendable {
     // MARK: Streams and callbacks
 
     /// The sync state now and at every change; any number may listen.
-    public var syncStateChanges: AsyncStream<SyncState> { engine.syncStates.subscribe() }
+    public var syncStateChanges: AsyncStream<SyncState> { outputs.syncStates.subscribe() }
     /// The number of writes waiting to be sent, now and at every change.
     public var pendingCountChanges: AsyncStream<Int> { pendingCounts.subscribe() }
     /// The connection state now and at every change.
-    public var connectionStateChanges: AsyncStream<ConnectionState> { engine.connectionStates.subscribe() }
+    public var connectionStateChanges: AsyncStream<ConnectionState> { outputs.connectionStates.subscribe() }
     /// Queued writes the server refused when they were sent, from the moment of subscribing.
-    public var documentRejections: AsyncStream<DocumentRejection> { engine.rejections.subscribe() }
+    public var documentRejections: AsyncStream<DocumentRejection> { outputs.rejections.subscribe() }
     /// Every conflict the server settled (or, under `manual`, left to the resolver), with the
     /// fields, both values and the outcome, from the moment of subscribing: what
     /// `SyncListener.onConflictDetected` hears, for any number of subscribers.
-    public var conflicts: AsyncStream<ConflictInfo> { engine.conflicts.subscribe() }
+    public var conflicts: AsyncStream<ConflictInfo> { outputs.conflicts.subscribe() }
     /// The progress of sync runs: after each batch sent and each page pulled.
-    public var syncProgressChanges: AsyncStream<SyncProgress> { engine.progress.subscribe() }
+    public var syncProgressChanges: AsyncStream<SyncProgress> { outputs.progress.subscribe() }
 
     /// The sync state now.
-    public var syncState: SyncState { engine.syncStates.latest ?? .idle }
+    public var syncState: SyncState { outputs.syncStates.latest ?? .idle }
     /// The number of writes waiting to be sent now.
     public var pendingCount: Int { get async { await store.unsentWriteCount } }
 
     /// Sets the one sync-state callback (a second call replaces the first).
-    public func onSyncState(_ callback: @escaping @Sendable (SyncState) -> Void) async { await engine.setOnSyncState(callback) }
+    public func onSyncState(_ callback: @escaping @Sendable (SyncState) -> Void) async { outputs.onSyncState.value = callback }
     /// Sets the one pending-count callback (a second call replaces the first).
     public func onPendingCount(_ callback: @escaping @Sendable (Int) -> Void) { onPendingCountCallback.value = callback }
     /// Sets the one rejection callback (a second call replaces the first).
     public func onDocumentRejected(_ callback: @escaping @Sendable (String, OperationType, AbrovaSyncError) -> Void) async {
-        await engine.setOnDocumentRejected(callback)
+        outputs.onDocumentRejected.value = callback
     }
 
     /// Adds a listener (held weakly: keep a reference).
-    public func addSyncListener(_ listener: any SyncEngine.SyncListener) async { await engine.addListener(listener) }
+    public func addSyncListener(_ listener: any SyncEngine.SyncListener) async { outputs.addListener(listener) }
     /// Removes a listener.
-    public func removeSyncListener(_ listener: any SyncEngine.SyncListener) async { await engine.removeListener(listener) }
+    public func removeSyncListener(_ listener: any SyncEngine.SyncListener) async { outputs.removeListener(listener) }
 
     // MARK: The seed's table
 
-    /// One app write: to the server first when it can be reached (after older queued writes), else
-    /// saved on the device and queued. A refusal throws and leaves nothing queued or changed; so
-    /// does a write that cannot reach the server when offline persistence is off.
+    /// One app write: to the server first when it can be reached (after older queued writes), and
+    /// saved there as written (`body` is told whether the server answers); else saved on the
+    /// device and queued, to be settled by the collection's strategy. A refusal throws and leaves
+    /// nothing queued or changed; so does a write that cannot reach the server when offline
+    /// persistence is off. The snapshot of a write the server saved lists the conflicts it settled.
     func write(_ key: DocumentKey,
-               _ body: @Sendable (LocalStore) async throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt)) async throws(AbrovaSyncError) -> DocumentSnapshot {
+               _ body: @Sendable (LocalStore, Bool) async throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt)) async throws(AbrovaSyncError) -> DocumentSnapshot {
         let online = await engine.isOnline
         if !online && !configuration.offlineEnabled {
             throw AbrovaSyncError(.unreachable, message: "the server cannot be reached and offline persistence is off")
         }
         do {
-            let (local, receipt) = try await body(store)
+            let (local, receipt) = try await body(store, online)
             let batchFrom = receipt.batchFrom
             guard online else { return local }
             let run = await engine.sync()
             if let rejection = run.rejection(of: key, inBatchFrom: batchFrom) {
                 throw AbrovaSyncError(.refused, statusCode: rejection.statusCode, message: rejection.message)
             }
-            guard run.sent(key, inBatchFrom: batchFrom) else {
+            guard let conflicts = run.conflicts(of: key, inBatchFrom: batchFrom) else {
                 // Without offline persistence the write fails and leaves nothing (its run put its
                 // batch back unsent), unless another run has frozen it meanwhile.
                 if !configuration.offlineEnabled, try await store.takeBack(receipt) {
@@ -201,7 +360,7 @@ public final class AbrovaSync: Sendable {
                 }
                 return local  // queued: sent when the server is back
             }
-            return try await store.document(key).withMetadata(SnapshotMetadata(hasPendingWrites: false, isFromCache: false))
+            return try await store.document(key).withMetadata(SnapshotMetadata(hasPendingWrites: false, isFromCache: false, conflicts: conflicts))
         } catch {
             throw AbrovaSyncError.wrapping(error)
         }
@@ -239,6 +398,22 @@ public final class AbrovaSync: Sendable {
         } catch {
             throw AbrovaSyncError.wrapping(error)
         }
+    }
+}
+
+/// The instance, held weakly by the engines it makes (which it holds).
+struct InstanceReference: Sendable {
+    weak var value: AbrovaSync?
+}
+
+/// One user's part of an instance: their device store and the engine that syncs it.
+final class UserSession: Sendable {
+    let store: LocalStore
+    let engine: SyncEngine
+
+    init(store: LocalStore, engine: SyncEngine) {
+        self.store = store
+        self.engine = engine
     }
 }
 

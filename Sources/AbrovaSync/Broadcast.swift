@@ -65,4 +65,9 @@ final class Guarded<Value: Sendable>: Sendable {
         get { mutex.withLock { $0 } }
         set { mutex.withLock { $0 = newValue } }
     }
+
+    /// Changes the value in place, under the lock.
+    func update<Result>(_ body: (inout sending Value) -> sending Result) -> sending Result {
+        mutex.withLock { body(&$0) }
+    }
 }

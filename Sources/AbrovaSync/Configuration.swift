@@ -113,6 +113,25 @@ public struct AbrovaSyncConfig: Sendable {
     /// How long a request may take before the server counts as unreachable.
     public let requestTimeout: Duration
 
+    /// Whether the app chose `storePath` (else it is the default of `userId`).
+    var choseStorePath = false
+
+    /// The store of a user other than the configured store's: beside a chosen path,
+    /// `<name>~<user>.sqlite`; else the user's default store. The anonymous caller's is
+    /// `~anonymous` (a user id never makes a name starting so).
+    ///
+    /// - Throws: `AbrovaSyncError` `.configuration` when the default folder cannot be made.
+    func storePath(ofAnotherUser user: String?) throws(AbrovaSyncError) -> String {
+        let name = user.map(AbrovaSyncConfigBuilder.fileName) ?? "~anonymous"
+        guard choseStorePath else {
+            let folder = URL(fileURLWithPath: try AbrovaSyncConfigBuilder.defaultStorePath(apiKey: apiKey, userId: "x")).deletingLastPathComponent()
+            return folder.appendingPathComponent(name + ".sqlite").path
+        }
+        let chosen = URL(fileURLWithPath: storePath)
+        let stem = chosen.pathExtension.isEmpty ? chosen.lastPathComponent : chosen.deletingPathExtension().lastPathComponent
+        return chosen.deletingLastPathComponent().appendingPathComponent(stem + "~" + name + ".sqlite").path
+    }
+
     /// The strategy of `collection`.
     public func strategy(for collection: String) -> ConflictStrategy {
         collectionStrategies[collection] ?? conflictStrategy
@@ -168,8 +187,9 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     }
     /// The resolver of the manual strategy (required when any collection uses it).
     public func conflictResolver(_ resolver: @escaping ConflictResolver) -> Self { with { $0.conflictResolver = resolver } }
-    /// The device store's file (default: `abrova-<apiKey>.sqlite` in the temporary directory; give
-    /// each instance of one app its own).
+    /// The device store's file (default: the app's and the user's own, see `userId(_:)`); give
+    /// each instance of one app its own. Another user signed in with
+    /// `AbrovaSync.setAuthToken(_:userId:)` gets `<name>~<user>.sqlite` beside it.
     public func storePath(_ path: String) -> Self { with { $0.storePath = path } }
     /// The user's token.
     public func authToken(_ token: String?) -> Self { with { $0.authToken = token } }
@@ -210,12 +230,14 @@ public struct AbrovaSyncConfigBuilder: Sendable {
         }
         let path: String
         if let storePath { path = storePath } else { path = try Self.defaultStorePath(apiKey: apiKey, userId: userId) }
-        return AbrovaSyncConfig(apiKey: apiKey, serverURL: serverURL, offlineEnabled: offlineEnabled, syncOnReconnect: syncOnReconnect,
+        var config = AbrovaSyncConfig(apiKey: apiKey, serverURL: serverURL, offlineEnabled: offlineEnabled, syncOnReconnect: syncOnReconnect,
                                 conflictStrategy: conflictStrategy, collectionStrategies: collectionStrategies,
                                 conflictResolver: conflictResolver, storePath: path, userId: userId, authToken: authToken,
                                 offlineCacheSizeMb: offlineCacheSizeMb, maxSyncRetries: maxSyncRetries, retryPolicy: retryPolicy,
                                 clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges,
                                 requestTimeout: requestTimeout)
+        config.choseStorePath = storePath != nil
+        return config
     }
 
     /// The store of this app (its API key) and this user: `AbrovaSync/<key>/<user>.sqlite` in

@@ -157,6 +157,23 @@ public final class HTTPTransport: SyncTransport {
         return health.limits
     }
 
+    /// `GET /v1/session`: the user the current token names (`.some(nil)`: the anonymous caller);
+    /// `nil` from a server without the route (404).
+    ///
+    /// - Throws: `TransportFailure` (`.unauthorized` for a token the server does not know).
+    public func sessionUser() async throws(TransportFailure) -> String?? {
+        let answer = try await send(try makeRequest(method: "GET", path: "/v1/session"), timeout: timeout)
+        do {
+            let session = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in
+                guard let session = SessionResponse(body: bytes) else { throw RequestError.invalid("not the sync server's session answer") }
+                return session
+            }
+            return .some(session.user)
+        } catch .refused(404, _) {
+            return nil
+        }
+    }
+
     // MARK: - Requests
 
     /// A request for `path` (and `query`, already percent-encoded) under `serverURL`, with the

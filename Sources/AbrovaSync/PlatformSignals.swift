@@ -22,9 +22,10 @@ final class PlatformSignals: @unchecked Sendable {
     private let pathMonitor: NWPathMonitor
     #endif
 
-    init(engine: SyncEngine, notificationCenter: NotificationCenter = .default) {
-        let token = notificationCenter.addObserver(forName: Self.foregroundNotification, object: nil, queue: nil) { [weak engine] _ in
-            guard let engine else { return }
+    /// Signals for the engine `engine` gives (the instance's current one; `nil` once it is gone).
+    init(engine: @escaping @Sendable () -> SyncEngine?, notificationCenter: NotificationCenter = .default) {
+        let token = notificationCenter.addObserver(forName: Self.foregroundNotification, object: nil, queue: nil) { _ in
+            guard let engine = engine() else { return }
             Task { await engine.cameToForeground() }
         }
         foregroundObserver = ObserverToken(token, center: notificationCenter)
@@ -32,8 +33,8 @@ final class PlatformSignals: @unchecked Sendable {
         // Satisfied means some interface can route; the probe still decides whether the server
         // answers. The first update only reports the path as it is at start.
         pathMonitor = NWPathMonitor()
-        pathMonitor.pathUpdateHandler = { [weak engine] path in
-            guard let engine else { return }
+        pathMonitor.pathUpdateHandler = { path in
+            guard let engine = engine() else { return }
             let available = path.status == .satisfied
             Task { await engine.networkChanged(available: available) }
         }

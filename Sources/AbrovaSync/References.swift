@@ -78,7 +78,8 @@ public struct CollectionReference: Sendable {
 
     /// The query's documents now and after every change to them.
     public func snapshots(_ query: DocumentQuery? = nil) async -> AsyncStream<[DocumentSnapshot]> {
-        await sync.store.changes(matching: query ?? self.query)
+        let query = query ?? self.query
+        return await sync.followingStore { await $0.changes(matching: query) }
     }
 
     /// Calls `listener` with the query's documents now and after every change, until the
@@ -121,7 +122,7 @@ public struct DocumentReference: Sendable {
     @discardableResult
     public func setData(_ data: [String: Value]) async throws(AbrovaSyncError) -> DocumentSnapshot {
         let key = key
-        return try await sync.write(key) { store in try await store.write(.set(data), for: key) }
+        return try await sync.write(key) { store, online in try await store.write(.set(data), for: key, asWritten: online) }
     }
 
     /// Replaces the document with `value` encoded.
@@ -155,8 +156,8 @@ public struct DocumentReference: Sendable {
             }
         }
         let key = key
-        return try await sync.write(key) { [assignments, removals, adds, removes] store in
-            try await store.write(.update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key)
+        return try await sync.write(key) { [assignments, removals, adds, removes] store, online in
+            try await store.write(.update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key, asWritten: online)
         }
     }
 
@@ -164,12 +165,13 @@ public struct DocumentReference: Sendable {
     @discardableResult
     public func delete() async throws(AbrovaSyncError) -> DocumentSnapshot {
         let key = key
-        return try await sync.write(key) { store in try await store.write(.delete, for: key) }
+        return try await sync.write(key) { store, online in try await store.write(.delete, for: key, asWritten: online) }
     }
 
     /// The document now and after every change (local writes, rollbacks, pulled changes).
     public func snapshots() async -> AsyncStream<DocumentSnapshot> {
-        await sync.store.changes(of: key)
+        let key = key
+        return await sync.followingStore { await $0.changes(of: key) }
     }
 
     /// Calls `listener` with the document now and after every change, until the registration is

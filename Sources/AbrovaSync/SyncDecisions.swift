@@ -88,6 +88,8 @@ struct SyncDecisions: Equatable {
         case .runEnded(.failed):
             syncState = .error
             return isDisconnectedByApp ? [] : [.retryLater]
+        case .runEnded(.anotherUser):
+            return []  // the engine stops: the instance moves to the token user's store
         case .runReachedServer:
             let wasUnreachable = isUnreachable
             isUnreachable = false

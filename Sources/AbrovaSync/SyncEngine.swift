@@ -72,6 +72,9 @@ public actor SyncEngine {
         case unreachable
         case unauthorized
         case failed
+        /// The token is another user's than the store's: nothing was sent, and the instance moves
+        /// to that user's store.
+        case anotherUser
     }
 
     /// A batch a run sent and what became of it.
@@ -82,6 +85,8 @@ public actor SyncEngine {
         let newestRejections: [DocumentKey: (statusCode: Int, message: String)]
         /// Documents whose refused change of several writes went back to the queue, write by write.
         let resent: Set<DocumentKey>
+        /// The conflicts the server settled (or left to the resolver), by document.
+        let conflicts: [DocumentKey: [Conflict]]
     }
 
     /// What a run did.
@@ -99,14 +104,24 @@ public actor SyncEngine {
     let transport: any SyncTransport
     let configuration: AbrovaSyncConfig
 
-    let syncStates = Broadcaster<SyncState>(initial: .idle)
-    let connectionStates = Broadcaster<ConnectionState>(initial: .connecting)
-    let rejections = Broadcaster<DocumentRejection>(replaysLatest: false)
-    let conflicts = Broadcaster<ConflictInfo>(replaysLatest: false)
-    let progress = Broadcaster<SyncProgress>()
+    /// The streams, listeners and callbacks of the instance, which outlive this engine when the
+    /// instance switches users.
+    let outputs: SyncOutputs
+    var syncStates: Broadcaster<SyncState> { outputs.syncStates }
+    var connectionStates: Broadcaster<ConnectionState> { outputs.connectionStates }
+    var rejections: Broadcaster<DocumentRejection> { outputs.rejections }
+    var conflicts: Broadcaster<ConflictInfo> { outputs.conflicts }
+    var progress: Broadcaster<SyncProgress> { outputs.progress }
     private var runProgress = SyncProgress()
-
-    private var listeners: [ObjectIdentifier: WeakListener] = [:]
+    /// Whether the server must say whose the token is before this store's queue is sent under it:
+    /// at the start, and after every new token.
+    private var tokenGeneration = 0
+    /// While set, no run starts (see `replaceToken`).
+    private var isReplacingToken = false
+    private var checkedTokenGeneration: Int?
+    /// Called (in a task of its own) when the server says the token is another user's than the
+    /// store's: the instance moves to that user's store, and this engine stops.
+    private let tokenOfAnotherUser: @Sendable (String?) async -> Void
     private(set) var lastError: AbrovaSyncError?
     /// The decisions: states and what to do next (SyncDecisions, free of I/O).
     private var decisions: SyncDecisions
@@ -122,16 +137,16 @@ public actor SyncEngine {
     /// smaller while a run splits a batch the server refused as a whole.
     private var batchLimits = BatchLimits()
     private var random = SystemRandomNumberGenerator()
-    /// Closure setters of the seed: one callback each.
-    var onSyncState: (@Sendable (SyncState) -> Void)?
-    var onDocumentRejected: (@Sendable (String, OperationType, AbrovaSyncError) -> Void)?
     /// How many runs started, for tests of single-flight.
     private(set) var runsStarted = 0
 
-    init(store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig) {
+    init(store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig, outputs: SyncOutputs = SyncOutputs(),
+         tokenOfAnotherUser: @escaping @Sendable (String?) async -> Void = { _ in }) {
         self.store = store
         self.transport = transport
         self.configuration = configuration
+        self.outputs = outputs
+        self.tokenOfAnotherUser = tokenOfAnotherUser
         decisions = SyncDecisions(syncOnReconnect: configuration.syncOnReconnect)
     }
 
@@ -150,7 +165,7 @@ public actor SyncEngine {
         if connectionStates.latest != decisions.connection { connectionStates.send(decisions.connection) }
         if syncStates.latest != decisions.syncState {
             syncStates.send(decisions.syncState)
-            onSyncState?(decisions.syncState)
+            outputs.onSyncState.value?(decisions.syncState)
         }
         for action in actions {
             switch action {
@@ -175,22 +190,8 @@ public actor SyncEngine {
 
     // MARK: Listeners
 
-    func addListener(_ listener: any SyncListener) {
-        listeners[ObjectIdentifier(listener)] = WeakListener(value: listener)
-    }
-
-    func removeListener(_ listener: any SyncListener) {
-        listeners[ObjectIdentifier(listener)] = nil
-    }
-
     private func eachListener(_ body: (any SyncListener) -> Void) {
-        listeners = listeners.filter { $0.value.value != nil }
-        for listener in listeners.values.compactMap(\.value) { body(listener) }
-    }
-
-    func setOnSyncState(_ callback: (@Sendable (SyncState) -> Void)?) { onSyncState = callback }
-    func setOnDocumentRejected(_ callback: (@Sendable (String, OperationType, AbrovaSyncError) -> Void)?) {
-        onDocumentRejected = callback
+        for listener in outputs.liveListeners() { body(listener) }
     }
 
     // MARK: Runs
@@ -200,7 +201,7 @@ public actor SyncEngine {
     /// before the trigger.
     @discardableResult
     func sync() async -> RunResult {
-        guard decisions.mayRun else { return RunResult(outcome: .unreachable) }
+        guard decisions.mayRun, !isReplacingToken else { return RunResult(outcome: .unreachable) }
         if let current {
             if current.phase == .starting { return await current.task.value }
             if let followUp { return await followUp.value }
@@ -241,7 +242,7 @@ public actor SyncEngine {
         var result = RunResult()
         var syncedCount = 0
         do {
-            try await pushAll(into: &result, syncedCount: &syncedCount)
+            if try await tokenIsTheStoreUsers(&result) { try await pushAll(into: &result, syncedCount: &syncedCount) }
             if result.outcome == .completed { try await pullAll(into: &result, syncedCount: &syncedCount) }
         } catch {
             result.outcome = .failed
@@ -254,10 +255,42 @@ public actor SyncEngine {
             eachListener { $0.onSyncCompleted(syncedCount: syncedCount) }
         case .unreachable:
             handle(.runEnded(.unreachable))
-        case .unauthorized, .failed:
-            break  // told already, with the error (unauthorized(_:), fail(_:))
+        case .unauthorized, .failed, .anotherUser:
+            break  // told already, with the error (unauthorized(_:), fail(_:)), or moving to another store
         }
         return result
+    }
+
+    /// Asks the server whose the token is before anything of this store goes out under it (at the
+    /// start and after each new token): a store without a user takes the token's; a store of
+    /// another user is left as it is, and the instance moves to that user's store. Returns
+    /// whether the run may go on.
+    private func tokenIsTheStoreUsers(_ result: inout RunResult) async throws -> Bool {
+        let generation = tokenGeneration
+        guard checkedTokenGeneration != generation else { return true }
+        let named: String??
+        do {
+            named = try await transport.sessionUser()
+        } catch {
+            endRun(on: error, &result)
+            return false
+        }
+        if let user = named {
+            markReachable()
+            switch try await store.owner() {
+            case nil:
+                try await store.adoptOwner(user)
+            case .some(let owner) where owner == user:
+                break
+            case .some:
+                result.outcome = .anotherUser
+                Task { [tokenOfAnotherUser] in await tokenOfAnotherUser(user) }
+                return false
+            }
+        }
+        // A token replaced while the server was asked is asked about at the next run.
+        if generation == tokenGeneration { checkedTokenGeneration = generation }
+        return true
     }
 
     /// Sends batches until nothing is unsent.
@@ -322,7 +355,7 @@ public actor SyncEngine {
             newestRejections[change.key] = (statusCode, message)
         }
         result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), newestRejections: newestRejections,
-                                           resent: report.resent))
+                                           resent: report.resent, conflicts: report.conflicts.merging(report.unresolved, uniquingKeysWith: +)))
         for (change, outcome) in zip(batch.changes, answer) {
             guard case .applied = outcome else { continue }
             syncedCount += 1
@@ -333,7 +366,7 @@ public actor SyncEngine {
             let error = AbrovaSyncError(.refused, statusCode: rejection.statusCode, message: rejection.message)
             rejections.send(DocumentRejection(documentId: rejection.key.id, collection: rejection.key.collection,
                                               operation: rejection.operation, error: error))
-            onDocumentRejected?(rejection.key.id, rejection.operation, error)
+            outputs.onDocumentRejected.value?(rejection.key.id, rejection.operation, error)
             eachListener { $0.onDocumentRejected(documentId: rejection.key.id, operation: rejection.operation, error: error) }
         }
         for (key, conflicts) in report.conflicts.sorted(by: { $0.key < $1.key }) {
@@ -548,20 +581,30 @@ public actor SyncEngine {
 
     /// A new token came: sync runs again (a run already working used the old token, so this is
     /// a new run), which resumes sync if it had stopped on a refused token.
-    func tokenReplaced() { handle(.tokenReplaced) }
+    func tokenReplaced() {
+        tokenGeneration += 1
+        handle(.tokenReplaced)
+    }
 
-    /// Stops probing, lets a run in progress end, and ends the streams.
+    /// Replaces the token between runs: `apply` puts it in place once the run in progress has
+    /// ended (no new one starts meanwhile), so that no request of a run checked for one user goes
+    /// out under another's token; then a run starts, asking first whose the new token is.
+    func replaceToken(_ apply: @Sendable () -> Void) async {
+        isReplacingToken = true
+        if let followUp { _ = await followUp.value }
+        if let current { _ = await current.task.value }
+        apply()
+        isReplacingToken = false
+        tokenReplaced()
+    }
+
+    /// Stops probing and lets a run in progress end (the instance ends the streams).
     func close() async {
         handle(.close)  // no new runs, no probing
         retry?.cancel()
         retry = nil
         if let followUp { _ = await followUp.value }
         if let current { _ = await current.task.value }
-        syncStates.finish()
-        connectionStates.finish()
-        rejections.finish()
-        conflicts.finish()
-        progress.finish()
     }
 }
 
@@ -574,10 +617,7 @@ extension SyncEngine.SyncListener {
     public func onDocumentRejected(documentId: String, operation: OperationType, error: Error) {}
 }
 
-/// A listener held weakly.
-private struct WeakListener {
-    weak var value: (any SyncEngine.SyncListener)?
-}
+
 
 extension SyncEngine.RunResult {
     /// The server's refusal of the change to `key` in the first batch numbered `sequence` or
@@ -587,9 +627,10 @@ extension SyncEngine.RunResult {
         settling(key, inBatchFrom: sequence)?.newestRejections[key]
     }
 
-    /// Whether a batch numbered `sequence` or later that held `key` settled it.
-    func sent(_ key: DocumentKey, inBatchFrom sequence: Int64) -> Bool {
-        settling(key, inBatchFrom: sequence) != nil
+    /// The conflicts settled for `key` by the batch numbered `sequence` or later that held and
+    /// settled it; `nil` when no such batch was settled (the write was not sent).
+    func conflicts(of key: DocumentKey, inBatchFrom sequence: Int64) -> [Conflict]? {
+        settling(key, inBatchFrom: sequence).map { $0.conflicts[key] ?? [] }
     }
 
     private func settling(_ key: DocumentKey, inBatchFrom sequence: Int64) -> SyncEngine.SettledBatch? {

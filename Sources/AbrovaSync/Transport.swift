@@ -38,9 +38,14 @@ public protocol SyncTransport: Sendable {
     func isReachable() async -> Bool
     /// `GET /v1/health`: the limits the server announces, `nil` when it announces none.
     func serverLimits() async throws(TransportFailure) -> ServerLimits?
+    /// `GET /v1/session`: the user the current token names (`.some(nil)`: the anonymous caller),
+    /// `nil` when the server cannot say.
+    func sessionUser() async throws(TransportFailure) -> String??
 }
 
 extension SyncTransport {
     /// A transport that cannot ask announces no limits: batches are cut by the SDK's defaults.
     public func serverLimits() async throws(TransportFailure) -> ServerLimits? { nil }
+    /// A transport that cannot ask names nobody: the store's user is taken on trust.
+    public func sessionUser() async throws(TransportFailure) -> String?? { nil }
 }

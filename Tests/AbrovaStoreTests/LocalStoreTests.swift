@@ -618,7 +618,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             #expect(store.clientID == "old-client")
             #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 1])
         }
-        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 4)
+        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 5)
     }
 
     @Test func theStricterDurabilityCanBeChosen() async throws {
@@ -676,5 +676,43 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     func reopen(_ store: LocalStore) async throws -> LocalStore {
         await store.close()
         return try LocalStore(path: folder.path("store.sqlite"))
+    }
+}
+
+/// Writes made while the server answers are saved as written: they never compose with queued
+/// writes, and go out under clientWins, through a refusal of the whole batch and a reopen.
+@Suite struct AsWrittenTests {
+    let folder = TemporaryFolder()
+    let cart = DocumentKey(collection: "carts", id: "c1")
+
+    @Test func anOnlineWriteStaysApartFromTheQueuedWritesOfItsDocumentAndKeepsItsPolicy() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        _ = try await store.write(.set(["qty": 1]), for: cart)
+        _ = try await store.write(.update(set: [path("qty"): 2], remove: [], setAdd: [:], setRemove: [:]), for: cart)
+        _ = try await store.write(.update(set: [path("note"): "a"], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
+        _ = try await store.write(.update(set: [path("note"): "b"], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
+        _ = try await store.write(.update(set: [path("qty"): 3], remove: [], setAdd: [:], setRemove: [:]), for: cart)
+        #expect(try await store.document(cart).data == ["qty": 3, "note": "b"])
+        let strategies = { (batch: FrozenBatch) in batch.batch.changes.map { "\($0.writes) \($0.strategy.map(\.rawValue) ?? "-")" } }
+        let frozen = try #require(try await store.freezeBatch(strategyOf: { _ in .serverWins }))
+        #expect(strategies(frozen) == ["2 serverWins", "2 clientWins", "1 serverWins"])
+        // Refused whole and put back, then reopened: each change keeps its policy.
+        try await store.unfreezeBatch()
+        await store.close()
+        let reopened = try LocalStore(path: folder.path("store.sqlite"))
+        let again = try #require(try await reopened.freezeBatch(strategyOf: { _ in .merge }))
+        #expect(strategies(again) == ["2 merge", "2 clientWins", "1 merge"])
+    }
+
+    @Test func aRefusedOnlineChangeIsSentAgainWriteByWriteAsWritten() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        _ = try await store.write(.set(["qty": 1]), for: cart, asWritten: true)
+        _ = try await store.write(.update(set: [path("note"): "a"], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
+        let frozen = try #require(try await store.freezeBatch(strategyOf: { _ in .serverWins }))
+        #expect(frozen.batch.changes.map(\.writes) == [2])
+        let report = try await store.settle(batch: frozen.batch.sequence, results: [.rejected(statusCode: 400, message: "no")])
+        #expect(report.resent == [cart])
+        let resent = try #require(try await store.freezeBatch(strategyOf: { _ in .serverWins }))
+        #expect(resent.batch.changes.map(\.strategy) == [.clientWins, .clientWins])
     }
 }

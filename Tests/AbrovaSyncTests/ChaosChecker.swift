@@ -245,7 +245,8 @@ struct ChaosChecker {
         var answers: [String: [UInt8]] = [:]
         var versions: [Version: String] = [:]
         var values: [String: String] = [:]
-        var assignments: [DocumentKey: [(version: Version, batch: String, base: Version, value: Value, conflicted: Bool)]] = [:]
+        var assignments: [DocumentKey: [(version: Version, batch: String, base: Version, value: Value, conflicted: Bool,
+                                         strategy: ConflictStrategy)]] = [:]
         var appliedVersions: [DocumentKey: Set<Version>] = [:]
         for entry in ledger {
             let batch = entry.batchID
@@ -279,7 +280,7 @@ struct ChaosChecker {
                     }
                     if let x = change.delta.assignments[try! FieldPath("x")] {
                         assignments[change.key, default: []].append((version, batch, x.base, x.value,
-                                                                     settled.contains { $0.path.dotted == "x" }))
+                                                                     settled.contains { $0.path.dotted == "x" }, strategy))
                     }
                 case .unresolved(_, let settled):
                     conflicts = settled
@@ -307,10 +308,10 @@ struct ChaosChecker {
         for (key, history) in assignments where ChaosWorkload.strategy(of: key.collection) != .manual {
             let sorted = history.sorted { $0.version < $1.version }
             let final = server[key]?.data?["x"]
-            let strategy = ChaosWorkload.strategy(of: key.collection)
             var current: (value: Value, version: Version, batch: String)?
             for change in sorted {
-                if let held = current, strategy != .clientWins {
+                // Each change under its own policy: an online write goes out as written (clientWins).
+                if let held = current, change.strategy != .clientWins {
                     // Changed since the change's base by another batch, to another value: a conflict,
                     // which serverWins and merge settle by keeping the server's value.
                     let changedSinceBase = held.version > change.base && held.batch != change.batch && held.value != change.value
@@ -323,7 +324,7 @@ struct ChaosChecker {
                 current = (change.value, change.version, change.batch)
             }
             if let current, current.value != final {
-                mismatches.append("\(key).x is \(final.map(\.canonicalJSON) ?? "absent"), but under \(strategy) the changes applied "
+                mismatches.append("\(key).x is \(final.map(\.canonicalJSON) ?? "absent"), but under their strategies the changes applied "
                     + "in version order leave \(current.value.canonicalJSON)")
             }
         }

@@ -58,6 +58,11 @@ final class CuttableTransport: SyncTransport {
         if isCut { throw .unreachable("the test cut the network") }
         return announcesLimits ? try await inner.serverLimits() : nil
     }
+
+    func sessionUser() async throws(TransportFailure) -> String?? {
+        if isCut { throw .unreachable("the test cut the network") }
+        return try await inner.sessionUser()
+    }
 }
 
 /// A transport over real HTTP whose pushes and pulls take longer: a run is still going while the
@@ -86,6 +91,8 @@ final class SlowTransport: SyncTransport {
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? { try await inner.document(key) }
 
     func isReachable() async -> Bool { await inner.isReachable() }
+
+    func sessionUser() async throws(TransportFailure) -> String?? { try await inner.sessionUser() }
 }
 
 final class SharedFlag: Sendable {

@@ -291,7 +291,7 @@ import Testing
         #expect(device.sync.syncState == .offline && device.transport.pushCount == 0)
         device.transport.isCut = false
         let center = NotificationCenter()  // the app framework's, here posted by hand
-        let signals = PlatformSignals(engine: device.sync.engine, notificationCenter: center)
+        let signals = PlatformSignals(engine: { [engine = device.sync.engine] in engine }, notificationCenter: center)
         center.post(name: PlatformSignals.foregroundNotification, object: nil)
         #expect(await eventually { await device.sync.pendingCount == 0 })
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])

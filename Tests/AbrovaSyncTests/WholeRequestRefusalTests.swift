@@ -90,9 +90,10 @@ import Testing
 
     @Test func aProxysHTMLRefusalNeverRollsBackAQueuedWrite() async throws {
         // A captive portal or a proxy in front of the server answers every request with its own
-        // 404 page; the sync server never sees the push.
+        // 404 page for the push; the sync server never sees it.
         let portal = try ScriptedServer { request in
             request.path == "/v1/health" ? .json(status: 200, HealthResponse(limits: nil).body)
+                : request.path == "/v1/session" ? .json(status: 200, SessionResponse(user: "ana").body)
                 : HTTPResponse(status: 404, headers: [("Content-Type", "text/html")], body: Array("<html><body>Not Found</body></html>".utf8))
         }
         let path = folder.path("device.sqlite")

@@ -1,0 +1,81 @@
+import AbrovaServer
+@testable import AbrovaSync
+import AbrovaTestSupport
+import Foundation
+import Testing
+
+/// The seed's table: a write made while the server answers is saved on the server as written,
+/// whatever the collection's strategy; the strategy settles the writes that waited in the queue.
+/// Two devices of one user against the real server over HTTP.
+@Suite struct OnlineWriteTests {
+    let folder = TemporaryFolder()
+    let jersey = DocumentKey(collection: "carts", id: "j1")
+
+    func serverDocument(_ live: LiveSyncServer) -> [String: Value]? {
+        try? live.service.document(jersey, caller: .user("ana")).state.document?.mapValue
+    }
+
+    /// Both devices have seen `{jersey: 1, size: "M"}`; then the first sets `jersey: 7` online.
+    func twoDevicesAfterTheFirstSetSeven(_ live: LiveSyncServer, _ strategy: ConflictStrategy) async throws -> (first: Device, second: Device) {
+        let first = try Device(live, folder: folder, name: "first") { $0.conflictStrategy(strategy).conflictResolver { _ in .useServer } }
+        let second = try Device(live, folder: folder, name: "second") { $0.conflictStrategy(strategy).conflictResolver { _ in .useServer } }
+        try await first.carts.document("j1").setData(["jersey": 1, "size": "M"])
+        await second.sync.forceSyncNow()
+        #expect(try await second.carts.document("j1").getDocument(source: .cache).data == ["jersey": 1, "size": "M"])
+        try await first.carts.document("j1").updateData(["jersey": 7])
+        #expect(serverDocument(live) == ["jersey": 7, "size": "M"])
+        return (first, second)
+    }
+
+    @Test(arguments: ConflictStrategy.allCases)
+    func anOnlineUpdateIsSavedAsWrittenAndItsSnapshotSaysWhatItReplaced(_ strategy: ConflictStrategy) async throws {
+        let live = try LiveSyncServer()
+        let (_, second) = try await twoDevicesAfterTheFirstSetSeven(live, strategy)
+        let streamed = Locked<[ConflictInfo]>([])
+        let stream = second.sync.conflicts
+        let collecting = Task { for await conflict in stream { streamed.update { $0.append(conflict) } } }
+        defer { collecting.cancel() }
+
+        // The second device never saw 7: its online write is still saved as written.
+        let snapshot = try await second.carts.document("j1").updateData(["jersey": 8])
+        #expect(serverDocument(live) == ["jersey": 8, "size": "M"], "under \(strategy)")
+        #expect(snapshot.data == ["jersey": 8, "size": "M"])
+        #expect(!snapshot.metadata.hasPendingWrites && !snapshot.metadata.isFromCache)
+        let replaced = try #require(snapshot.metadata.conflicts.first, "the snapshot lists no conflict under \(strategy)")
+        #expect(snapshot.metadata.conflicts.count == 1)
+        #expect(replaced.path == (try FieldPath("jersey")) && replaced.serverValue == 7 && replaced.clientValue == 8)
+        #expect(replaced.outcome == .clientWon)
+        #expect(await eventually { streamed.value.contains { $0.documentId == "j1" && $0.conflicts == [replaced] } },
+                "the conflicts stream did not hear of it")
+        await live.stop()
+    }
+
+    @Test(arguments: ConflictStrategy.allCases)
+    func anOnlineDeleteDeletes(_ strategy: ConflictStrategy) async throws {
+        let live = try LiveSyncServer()
+        let (first, second) = try await twoDevicesAfterTheFirstSetSeven(live, strategy)
+        let snapshot = try await second.carts.document("j1").delete()
+        #expect(serverDocument(live) == nil, "under \(strategy) the server kept \(String(describing: serverDocument(live)))")
+        #expect(snapshot.data == nil)
+        await first.sync.forceSyncNow()
+        #expect(try await first.carts.document("j1").getDocument(source: .cache).data == nil)
+        await live.stop()
+    }
+
+    @Test func aQueuedWriteIsStillSettledByTheStrategy() async throws {
+        let live = try LiveSyncServer()
+        let (_, second) = try await twoDevicesAfterTheFirstSetSeven(live, .serverWins)
+        // Written offline: queued, settled by serverWins (7 stays).
+        await second.sync.disconnect()
+        let queued = try await second.carts.document("j1").updateData(["jersey": 9])
+        #expect(queued.metadata.hasPendingWrites)
+        await second.sync.reconnect()
+        #expect(await eventually { await second.sync.pendingCount == 0 })
+        #expect(serverDocument(live) == ["jersey": 7, "size": "M"])
+        #expect(try await second.carts.document("j1").getDocument(source: .cache).data == ["jersey": 7, "size": "M"])
+        // Online, a write the device makes on top is saved as written.
+        try await second.carts.document("j1").updateData(["size": "L"])
+        #expect(serverDocument(live) == ["jersey": 7, "size": "L"])
+        await live.stop()
+    }
+}
