@@ -106,19 +106,16 @@ struct SyncBenchmarks {
 
     /// Runs this benchmark again as the device (`InitialSyncDevice`) and reads what it reports.
     private func runDevice(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> DeviceResult {
-        let process = Process()
-        process.executableURL = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
+        let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
         let storePath = folder.path("device-\(expected).sqlite")
-        process.arguments = [InitialSyncDevice.flag, String(port), storePath, String(expected)]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let process = try SpawnedProcess(executable.path, [InitialSyncDevice.flag, String(port), storePath, String(expected)],
+                                         standardOutput: .pipe)
+        let data = process.output?.readDataToEndOfFile() ?? Data()
+        let termination = process.waitUntilExit()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
         let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0, let line = text.split(separator: "\n").last(where: { $0.hasPrefix("device ") }) else {
-            throw BenchmarkFailure("the device process failed (\(process.terminationStatus)): \(text)")
+        guard termination == .exited(0), let line = text.split(separator: "\n").last(where: { $0.hasPrefix("device ") }) else {
+            throw BenchmarkFailure("the device process failed (\(termination)): \(text)")
         }
         var fields: [String: Double] = [:]
         for part in line.split(separator: " ").dropFirst() {

@@ -80,60 +80,21 @@ public final class PostgresTestDatabase: Sendable {
         return try await onNewThread { try users.restarting(patience: patience) { try Self.run(command) } }
     }
 
-    /// Runs `command` with `/bin/sh` and waits for it. On Linux not with `Process`: a restart
-    /// leaves a new server daemon behind, which would inherit the descriptor by which `Process`
-    /// learns that its child ended, and the wait would never end. Here a bash closes every
-    /// descriptor beyond the standard three before the command runs (the daemon holds none of this
-    /// process's), and the child gets a signal mask and handlers of its own (the calling thread's
-    /// may block SIGCHLD, with which shells wait for their children).
+    /// Runs `command` with `/bin/sh` and waits for it. A restart leaves a new server daemon
+    /// behind, which must hold none of this process's descriptors (a pipe a test reads to its end
+    /// would never end): `SpawnedProcess` closes them in the child.
     private static func run(_ command: String) throws -> Duration {
         let start = ContinuousClock.now
-        #if canImport(Glibc)
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let closing = #"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ "$fd" -gt 2 ] && [ -e "/proc/$$/fd/$fd" ]; then eval "exec $fd>&-"; fi; done; exec /bin/sh -c "$1""#
-        let words: [String] = ["/bin/bash", "-c", closing, "abrova-restart", command]
-        let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        let environment: [UnsafeMutablePointer<CChar>?] = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for pointer in arguments + environment { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/bash", &actions, &attributes, arguments, environment)
-        guard spawned == 0 else { throw RestartFailed(command: command, status: -spawned) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        // Exited with status 0: the low 7 bits (the signal) and the exit status are all zero.
-        guard status == 0 else { throw RestartFailed(command: command, status: status) }
-        #else
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            throw RestartFailed(command: command, status: process.terminationStatus)
-        }
-        #endif
+        let termination = try SpawnedProcess("/bin/sh", ["-c", command], standardInput: .null).waitUntilExit()
+        guard termination == .exited(0) else { throw RestartFailed(command: command, termination: termination) }
         return ContinuousClock.now - start
     }
 
     /// The restart command failed.
     public struct RestartFailed: Error, CustomStringConvertible {
         public let command: String
-        /// The wait status (`waitpid`; elsewhere the exit status), or minus the error of `posix_spawn`.
-        public let status: Int32
-        public var description: String { "`\(command)` failed (wait status \(status))" }
+        public let termination: SpawnedProcess.Termination
+        public var description: String { "`\(command)` failed (\(termination))" }
     }
 
     /// No test server is configured.

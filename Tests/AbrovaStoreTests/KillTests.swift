@@ -20,18 +20,15 @@ import Testing
         let rounds = 50
         print("kill test: \(rounds) rounds")
         for round in 0..<rounds {
-            let output = Pipe()
-            let process = Process()
-            process.executableURL = writer
-            process.arguments = [file, String(next)]
-            process.standardOutput = output
-            try process.run()
+            let process = try SpawnedProcess(writer.path, [file, String(next)], standardOutput: .pipe)
+            let output = try #require(process.output)
             // Let it open the store and write for a random while, then kill it mid-flight.
             try await Task.sleep(for: .milliseconds(Int(20 + generator.next() % 80)))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .uncaughtSignal, "round \(round): the writer stopped by itself")
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.kill()
+            let termination = await process.exited()
+            #expect(termination == .signalled(SIGKILL), "round \(round): the writer stopped by itself (\(String(describing: termination)))")
+            // It is gone, and it held the only write end: the read ends at once.
+            let text = String(decoding: output.readDataToEndOfFile(), as: UTF8.self)
             // A line without its newline may have been cut by the kill: only whole lines count.
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
             for line in lines { if let index = Int(line) { acknowledged.insert(index) } }

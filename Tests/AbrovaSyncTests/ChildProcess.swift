@@ -8,14 +8,12 @@ import Foundation
 /// `kill()` sends SIGKILL; released without being killed (a test that threw), it is killed in
 /// `deinit`. A watchdog shell kills it too when the test process ends however it ends (it waits on
 /// a pipe only this process holds), so no child outlives its test.
-final class ChildProcess: @unchecked Sendable {  // the Process is only started, signalled and waited for
+final class ChildProcess: Sendable {
     /// Where its output goes (its standard error only, when driven).
     let logPath: String
-    private let process: Process
-    private let watchdog: FileHandle
+    private let process: SpawnedProcess
+    private let watchdog: SpawnedProcess
     private let watchdogClosed = Locked(false)
-    private let input: FileHandle?
-    private let output: FileHandle?
     private let pending = Locked<[UInt8]>([])
 
     /// Starts `executable` (a name `BuiltExecutable` finds, or a path) with `arguments`, under
@@ -24,53 +22,27 @@ final class ChildProcess: @unchecked Sendable {  // the Process is only started,
          isDriven: Bool = false) throws {
         let path = executable.contains("/") ? executable : try BuiltExecutable.url(named: executable)
             .orThrow("\(executable) is not built; run swift build first").path
-        guard FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) else {
-            throw Failure("cannot write \(logPath)")
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: launcher.isEmpty ? path : "/usr/bin/env")
-        process.arguments = launcher.isEmpty ? arguments : launcher + [path] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardError = log
-        if isDriven {
-            let (toChild, fromChild) = (Pipe(), Pipe())
-            process.standardInput = toChild
-            process.standardOutput = fromChild
-            input = toChild.fileHandleForWriting
-            output = fromChild.fileHandleForReading
-        } else {
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = log
-            (input, output) = (nil, nil)
-        }
-        try process.run()
-        try? log.close()
+        guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw Failure("cannot write \(logPath)") }
+        let log = SpawnedProcess.Stream.append(toFile: logPath)
+        let process = try SpawnedProcess(launcher.isEmpty ? path : "/usr/bin/env", launcher.isEmpty ? arguments : launcher + [path] + arguments,
+                                         environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                         standardInput: isDriven ? .pipe : .null, standardOutput: isDriven ? .pipe : log, standardError: log)
         self.process = process
         self.logPath = logPath
         do {
-            watchdog = try Self.watch(process.processIdentifier)
+            watchdog = try Self.watch(process.pid)
         } catch {
-            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.kill()
             throw error
         }
     }
 
-    /// A shell that kills `pid` when its standard input ends: when the returned handle is closed,
-    /// or when this process ends. Both ends of the pipe are closed on exec, so no other child
-    /// holds it open.
-    private static func watch(_ pid: Int32) throws -> FileHandle {
-        let pipe = Pipe()
-        for descriptor in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
-        let shell = Process()
-        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
-        shell.arguments = ["-c", #"read -r line; kill -KILL "$1" 2>/dev/null"#, "abrova-watchdog", String(pid)]
-        shell.standardInput = pipe
-        shell.standardOutput = FileHandle.nullDevice
-        shell.standardError = FileHandle.nullDevice
-        try shell.run()
-        return pipe.fileHandleForWriting
+    /// A shell that kills `pid` when its standard input ends: when its pipe's write end here is
+    /// closed, or when this process ends. No other child holds the pipe open: `SpawnedProcess`
+    /// passes a child no descriptors but its standard three.
+    private static func watch(_ pid: pid_t) throws -> SpawnedProcess {
+        try SpawnedProcess("/bin/sh", ["-c", #"read -r line; kill -KILL "$1" 2>/dev/null"#, "abrova-watchdog", String(pid)],
+                           standardInput: .pipe, standardOutput: .null, standardError: .null)
     }
 
     deinit { kill() }
@@ -80,32 +52,24 @@ final class ChildProcess: @unchecked Sendable {  // the Process is only started,
 
     /// Sends SIGKILL now (it dies without a chance to finish anything).
     func kill() {
-        if !watchdogClosed.update({ closed in defer { closed = true }; return closed }) { try? watchdog.close() }
-        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+        process.kill()
+        if !watchdogClosed.update({ closed in defer { closed = true }; return closed }) {
+            // Killed rather than let run its `kill`: by then the pid may be reaped and reused.
+            watchdog.kill()
+            try? watchdog.input?.close()
+            // Both end at once; reaped here unless a caller waits for them first.
+            let (process, watchdog) = (process, watchdog)
+            Task { _ = await (process.exited(), watchdog.exited()) }
+        }
     }
 
-    /// Waits until it has ended, and returns its exit status (-1 when it is not known).
-    ///
-    /// Polled rather than `Process.waitUntilExit()`: on Linux, Foundation now and then misses a
-    /// child's exit when many come and go (seen once in the long run: a killed client left a
-    /// zombie and `waitUntilExit` spun for ten minutes). After a grace period the child is reaped
-    /// here if Foundation has not; after `limit` the wait gives up rather than hang the run.
+    /// Waits until it has ended, polling (no thread is held), and returns its exit status: -1 when
+    /// a signal ended it, or when it still runs after `limit` (the wait gives up rather than hang
+    /// the run).
     @discardableResult
     func waitUntilExit(limit: Duration = .seconds(60)) async -> Int32 {
-        let start = ContinuousClock.now
-        let pid = process.processIdentifier
-        while process.isRunning {
-            let waited = ContinuousClock.now - start
-            if waited > .seconds(2) {
-                var status: Int32 = 0
-                let reaped = waitpid(pid, &status, WNOHANG)
-                if reaped == pid { return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1 }
-                if reaped == -1 && errno == ECHILD && process.isRunning { return -1 }  // reaped, not by Foundation's books
-            }
-            if waited > limit { return -1 }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return process.terminationStatus
+        guard case .exited(let status) = await process.exited(within: limit) else { return -1 }
+        return status
     }
 
     /// Kills it and waits until it is gone.
@@ -120,7 +84,7 @@ final class ChildProcess: @unchecked Sendable {  // the Process is only started,
     /// Sends one command line to a driven child and reads its answer up to a line that is exactly
     /// `end` when `until` is given, else one line.
     func command(_ line: String, until end: String? = nil) async throws -> String {
-        guard let input, let output else { throw Failure("the child is not driven") }
+        guard let input = process.input, let output = process.output else { throw Failure("the child is not driven") }
         let pending = pending
         return try await onNewThread {
             try input.write(contentsOf: Data((line + "\n").utf8))

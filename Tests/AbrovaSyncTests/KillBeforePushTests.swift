@@ -23,23 +23,15 @@ import Testing
         var next = 0
         let rounds = 8
         for round in 0..<rounds {
-            let output = Pipe()
-            let process = Process()
-            process.executableURL = writer
             // The store the device below opens.
-            process.arguments = [folder.path("device.sqlite"), String(next)]
-            process.standardOutput = output
-            try process.run()
+            let process = try SpawnedProcess(writer.path, [folder.path("device.sqlite"), String(next)], standardOutput: .pipe)
+            let output = try #require(process.output)
             try await Task.sleep(for: .milliseconds(Int(30 + generator.next() % 120)))
-            kill(process.processIdentifier, SIGKILL)
-            // Reads to the end (the pipe closes with the process), then reaps it, off the
-            // concurrency threads.
-            let text = try await onNewThread {
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                return String(decoding: data, as: UTF8.self)
-            }
-            #expect(process.terminationReason == .uncaughtSignal, "round \(round): the writer stopped by itself")
+            process.kill()
+            let termination = await process.exited()
+            #expect(termination == .signalled(SIGKILL), "round \(round): the writer stopped by itself (\(String(describing: termination)))")
+            // Reads to the end (the pipe closes with the process), off the concurrency threads.
+            let text = try await onNewThread { String(decoding: output.readDataToEndOfFile(), as: UTF8.self) }
             // Only whole lines: the kill may cut the last.
             let indices = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast().compactMap { Int($0) }
             acknowledged.formUnion(indices)
