@@ -14,10 +14,10 @@ extension LocalStore {
             // The changes of a document whose conflict the resolver is deciding wait for it (the
             // resolution goes before them); the rest of the queue goes on.
             let held = heldDocuments.isEmpty ? "" : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) "
-            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence, parts, as_written FROM pending \(held)ORDER BY sequence LIMIT ?",
+            let pending = try database.query("SELECT collection, id, delta, writes, view, sequence, parts, as_written, origin FROM pending \(held)ORDER BY sequence LIMIT ?",
                                              [.integer(Int64(max(1, maximumChanges)))]) { row in
                 (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), row.blob(2) ?? [],
-                 Int(row.integer(3)), row.text(4), row.integer(5), row.blob(6), row.integer(7) != 0)
+                 Int(row.integer(3)), row.text(4), row.integer(5), row.blob(6), row.integer(7) != 0, row.integer(8))
             }
             guard !pending.isEmpty else { return nil }
             var lastFrozen = pending[0].4
@@ -26,7 +26,7 @@ extension LocalStore {
             // An element an earlier change of this batch adds counts as shown: the server applies
             // that add first, and the remove must take it.
             // Each change keeps its stored bytes unless pruning changed it.
-            var changes: [(change: BatchChange, encoded: [UInt8]?, parts: [UInt8]?, isAsWritten: Bool)] = []
+            var changes: [(change: BatchChange, encoded: [UInt8]?, parts: [UInt8]?, isAsWritten: Bool, row: Int64)] = []
             var cancelled: [DocumentKey: Int] = [:]
             var observed: [DocumentKey: DocumentState] = [:]
             // The view after the batch's last change of each document (cancelled or not): only the
@@ -35,7 +35,7 @@ extension LocalStore {
             var lastViews: [DocumentKey: String?] = [:]
             var bodyBytes = Batch.encodedOverhead
             var frozenRows: [Int64] = []
-            for (key, encoded, writes, view, sequenceNumber, parts, isAsWritten) in pending {
+            for (key, encoded, writes, view, sequenceNumber, parts, isAsWritten, origin) in pending {
                 // The batch is full when this change would take its body past `maximumBytes`.
                 let changeBytes = Batch.encodedOverhead(of: key) + encoded.count
                 if !changes.isEmpty, bodyBytes + changeBytes > maximumBytes { break }
@@ -63,22 +63,26 @@ extension LocalStore {
                     // Saved as written is what clientWins does to a change: each field it writes
                     // takes its value, a delete deletes (Spec/conflicts.md, "Online writes").
                     let strategy = isAsWritten ? .clientWins : strategyOf(key)
-                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategy), isPruned ? nil : encoded, parts, isAsWritten))
+                    changes.append((BatchChange(key: key, delta: pruned, writes: writes, strategy: strategy), isPruned ? nil : encoded, parts, isAsWritten,
+                                    origin))
                 }
             }
             var lastPositions: [DocumentKey: Int] = [:]
-            for (position, (change, _, _, _)) in changes.enumerated() { lastPositions[change.key] = position }
+            for (position, (change, _, _, _, _)) in changes.enumerated() { lastPositions[change.key] = position }
             let sequence = nextBatch
             let batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
             var body: [UInt8] = []
             batch.writeEncoded(to: &body)
             try database.write { database in
-                for (position, (change, encoded, parts, isAsWritten)) in changes.enumerated() {
+                for (position, (change, encoded, parts, isAsWritten, row)) in changes.enumerated() {
                     let view = lastPositions[change.key] == position ? lastViews[change.key] ?? nil : nil
-                    try database.run("INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    try database.run("""
+                        INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written, origin)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
                                      [.integer(Int64(position)), .text(change.key.collection), .text(change.key.id),
                                       .blob(encoded ?? Self.encode(change.delta)), .integer(Int64(change.writes)), SQLiteValue(view),
-                                      SQLiteValue(parts), .integer(isAsWritten ? 1 : 0)])
+                                      SQLiteValue(parts), .integer(isAsWritten ? 1 : 0), .integer(row)])
                 }
                 if heldDocuments.isEmpty {
                     try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(lastFrozen)])
@@ -110,7 +114,7 @@ extension LocalStore {
             }
             if !cancelled.isEmpty { notify(changed: Set(cancelled.keys)) }
             guard !changes.isEmpty else { return nil }
-            inflight = FrozenBatch(batch: batch, body: body)
+            inflight = FrozenBatch(batch: batch, body: body, rows: changes.map(\.row))
             return inflight
         }
     }
@@ -120,7 +124,9 @@ extension LocalStore {
         if let inflight { return inflight }
         guard let body = try database.queryFirst("SELECT body FROM batch", [], { $0.blob(0) ?? [] }) else { return nil }
         do {
-            inflight = FrozenBatch(batch: try Batch(encoded: try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)), body: body)
+            let rows = try database.query("SELECT origin FROM inflight ORDER BY position") { $0.integer(0) }
+            inflight = FrozenBatch(batch: try Batch(encoded: try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)), body: body,
+                                   rows: rows)
             return inflight
         } catch {
             throw StoreError(.corrupt, "the batch in flight cannot be read: \(error)")
@@ -136,17 +142,21 @@ extension LocalStore {
     public func unfreezeBatch() throws {
         try translatingErrors {
             guard try inflightBatch() != nil else { return }
-            let rows = try database.query("SELECT collection, id, delta, writes, view, parts, as_written FROM inflight ORDER BY position") { row in
-                (row.text(0) ?? "", row.text(1) ?? "", row.blob(2) ?? [], row.integer(3), row.text(4), row.blob(5), row.integer(6))
+            let rows = try database.query("SELECT collection, id, delta, writes, view, parts, as_written, origin FROM inflight ORDER BY position") { row in
+                (row.text(0) ?? "", row.text(1) ?? "", row.blob(2) ?? [], row.integer(3), row.text(4), row.blob(5), row.integer(6),
+                 row.isNull(7) ? SQLiteValue.null : .integer(row.integer(7)))
             }
             // Below every pending change: they were written after these.
             let first = try database.queryFirst("SELECT min(sequence) FROM pending") { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
             let start = (first ?? 1) - Int64(rows.count)
             try database.write { database in
-                for (offset, (collection, id, delta, writes, view, parts, asWritten)) in rows.enumerated() {
-                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                for (offset, (collection, id, delta, writes, view, parts, asWritten, origin)) in rows.enumerated() {
+                    try database.run("""
+                        INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written, origin)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
                                      [.integer(start + Int64(offset)), .text(collection), .text(id), .blob(delta), .integer(writes),
-                                      SQLiteValue(view), SQLiteValue(parts), .integer(asWritten)])
+                                      SQLiteValue(view), SQLiteValue(parts), .integer(asWritten), origin])
                 }
                 try database.run("DELETE FROM inflight")
                 try database.run("DELETE FROM batch")
@@ -191,7 +201,8 @@ extension LocalStore {
             // server; with them the document's later changes of the batch, whatever their answer
             // (they were judged without the refused one; sent again after its writes, they end on
             // top, and what they wrote bears being written twice).
-            var resent: [(key: DocumentKey, parts: [DocumentDelta], isAsWritten: Bool)] = []
+            var resent: [(key: DocumentKey, parts: [DocumentDelta], isAsWritten: Bool, row: Int64?)] = []
+            let frozenRows = frozen.rows.count == changes.count ? frozen.rows : nil
             var partsInFlight: [Int64: (parts: [UInt8]?, isAsWritten: Bool)]?
             func inflightRow(at position: Int) throws -> (parts: [UInt8]?, isAsWritten: Bool)? {
                 if partsInFlight == nil {
@@ -211,7 +222,8 @@ extension LocalStore {
                 var state = confirmed.removeValue(forKey: change.key) ?? before.removeValue(forKey: change.key) ?? DocumentState()
                 settledWrites[change.key, default: 0] += change.writes
                 if report.resent.contains(change.key) {
-                    resent.append((change.key, try writes(at: position) ?? [change.delta], try inflightRow(at: position)?.isAsWritten ?? false))
+                    resent.append((change.key, try writes(at: position) ?? [change.delta], try inflightRow(at: position)?.isAsWritten ?? false,
+                                   frozenRows?[position]))
                     settledWrites[change.key, default: 0] -= change.writes
                     if case .applied(let version, let server, _) = result {
                         if let server { state.merge(server) }
@@ -251,7 +263,7 @@ extension LocalStore {
                 case .rejected(let statusCode, let message):
                     reshown.insert(change.key)
                     if change.writes > 1, let parts = try writes(at: position) {
-                        resent.append((change.key, parts, try inflightRow(at: position)?.isAsWritten ?? false))
+                        resent.append((change.key, parts, try inflightRow(at: position)?.isAsWritten ?? false, frozenRows?[position]))
                         settledWrites[change.key, default: 0] -= change.writes
                         report.resent.insert(change.key)
                         confirmed[change.key] = state
@@ -274,13 +286,17 @@ extension LocalStore {
                 (row.integer(0), DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""), row.blob(3), Int(row.integer(4)), row.blob(5))
             }
             // The resent writes go back at the head of the queue, before every pending change.
-            var resentRows: [(sequence: Int64, key: DocumentKey, delta: [UInt8], isAsWritten: Bool)] = []
+            var resentRows: [(sequence: Int64, key: DocumentKey, delta: [UInt8], isAsWritten: Bool, origin: Int64)] = []
             var nextResent = (pending.first?.0 ?? 1) - Int64(resent.reduce(0) { $0 + $1.parts.count })
-            for (key, parts, isAsWritten) in resent {
+            for (key, parts, isAsWritten, row) in resent {
+                var newRows: [Int64] = []
                 for part in parts {
-                    resentRows.append((nextResent, key, Self.encode(part), isAsWritten))
+                    let origin = Self.newOrigin()
+                    resentRows.append((nextResent, key, Self.encode(part), isAsWritten, origin))
+                    newRows.append(origin)
                     nextResent += 1
                 }
+                if let row { report.resentRows[row] = newRows }
             }
             pending.insert(contentsOf: resentRows.map { ($0.sequence, $0.key, $0.delta, 1, nil) }, at: 0)
             var views = confirmed
@@ -320,9 +336,10 @@ extension LocalStore {
             }
             try database.write { database in
                 for (key, state) in confirmed { try saveConfirmed(state, for: key, in: database) }
-                for (sequenceNumber, key, delta, isAsWritten) in resentRows {
-                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, as_written) VALUES (?, ?, ?, ?, 1, ?)",
-                                     [.integer(sequenceNumber), .text(key.collection), .text(key.id), .blob(delta), .integer(isAsWritten ? 1 : 0)])
+                for (sequenceNumber, key, delta, isAsWritten, origin) in resentRows {
+                    try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, as_written, origin) VALUES (?, ?, ?, ?, 1, ?, ?)",
+                                     [.integer(sequenceNumber), .text(key.collection), .text(key.id), .blob(delta), .integer(isAsWritten ? 1 : 0),
+                                      .integer(origin)])
                 }
                 for (sequenceNumber, delta, parts) in rebased {
                     try database.run("UPDATE pending SET delta = ?, view = NULL, parts = ? WHERE sequence = ?",

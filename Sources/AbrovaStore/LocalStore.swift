@@ -85,10 +85,10 @@ public actor LocalStore {
                 owner = claimant
             }
             ownerAtOpen = owner
-            tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts, as_written FROM pending ORDER BY sequence DESC LIMIT 1") { row in
+            tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts, as_written, origin FROM pending ORDER BY sequence DESC LIMIT 1") { row in
                 PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
                               delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5),
-                              isAsWritten: row.integer(6) != 0)
+                              isAsWritten: row.integer(6) != 0, origin: row.integer(7))
             }
         } catch let error as SQLiteError {
             throw StoreError(error)
@@ -223,9 +223,12 @@ public actor LocalStore {
                                   SQLiteValue(tail.parts), .integer(tail.sequence)])
                 return tail
             }
-            try database.run("INSERT INTO pending (collection, id, delta, writes, view, as_written) VALUES (?, ?, ?, 1, ?, ?)",
-                             [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON), .integer(asWritten ? 1 : 0)])
-            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten)
+            let origin = Self.newOrigin()
+            try database.run("INSERT INTO pending (collection, id, delta, writes, view, as_written, origin) VALUES (?, ?, ?, 1, ?, ?, ?)",
+                             [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON), .integer(asWritten ? 1 : 0),
+                              .integer(origin)])
+            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten,
+                                 origin: origin)
         }
         let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? tail : nil, batchFrom: nextBatch)
         tail = newTail
@@ -268,7 +271,8 @@ public actor LocalStore {
             decodedPending[sequence] = nil
             if tail?.sequence == sequence {
                 tail = receipt.before.map {
-                    PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts, isAsWritten: $0.isAsWritten)
+                    PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts, isAsWritten: $0.isAsWritten,
+                                  origin: $0.origin)
                 }
             }
             cache[key] = nil
@@ -416,6 +420,8 @@ public actor LocalStore {
         var parts: [UInt8]?
         /// Whether its writes were made while the server answered, to be saved as written.
         var isAsWritten = false
+        /// The change's own id (`origin`; 0 for one stored before schema 5).
+        var origin: Int64 = 0
 
         /// Whether a refusal of the change can be sent again write by write.
         var isSplittable: Bool { writes == 1 || parts != nil }
@@ -428,6 +434,10 @@ public actor LocalStore {
             parts.dropLast() + [UInt8(ascii: ",")] + part + [UInt8(ascii: "]")]
         }
     }
+
+    /// A new change's id: random, so that it needs no counter in the file (and a collision only
+    /// blurs which call a refusal is reported to, never what is sent).
+    static func newOrigin() -> Int64 { Int64.random(in: 1...Int64.max) }
 
     /// The most writes a change composes (a refused change is sent again write by write, so each
     /// write's change is kept beside it): the next write of the document starts a new change.

@@ -67,10 +67,14 @@ enum Schema {
         ALTER TABLE inflight ADD COLUMN parts BLOB;
         """,
         // 4 -> 5: a change made of writes the app made while the server answered, which the
-        // server saves as written rather than settling by the collection's strategy.
+        // server saves as written rather than settling by the collection's strategy; and each
+        // change's own id (`origin`), kept while it is frozen, unfrozen or rebased (sequence
+        // numbers are not: SQLite hands a freed one out again), so a write's call finds its answer.
         """
         ALTER TABLE pending ADD COLUMN as_written INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE inflight ADD COLUMN as_written INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE pending ADD COLUMN origin INTEGER;
+        ALTER TABLE inflight ADD COLUMN origin INTEGER;
         """,
     ]
 

@@ -11,10 +11,9 @@ public struct SnapshotMetadata: Hashable, Sendable {
     /// to an ordinary change.
     public var isRollback: Bool
     /// On the snapshot a write returns once the server saved it: the conflicts the server settled
-    /// for the document in that request, field by field, each with both values and its outcome
-    /// (`clientWon`: this write replaced another device's change the device had not seen;
-    /// `serverWon` or `merged`: a queued write's value was overruled by the strategy). Empty
-    /// everywhere else.
+    /// for the change that carried the write, field by field, each with both values and its
+    /// outcome (`clientWon`: this write replaced another device's change the device had not
+    /// seen). Empty everywhere else.
     public var conflicts: [Conflict]
 
     /// Metadata for a snapshot.
@@ -174,6 +173,9 @@ public struct SettleReport: Hashable, Sendable {
     /// Documents whose change of several writes the server refused: the change went back to the
     /// queue write by write, to be sent again (nothing of it rolled back yet).
     public var resent: Set<DocumentKey> = []
+    /// For each change sent again write by write: its id, and the ids of the changes its writes
+    /// went back to the queue as, in order.
+    public var resentRows: [Int64: [Int64]] = [:]
 }
 
 /// A conflict the manual strategy left to the app's resolver, which the store keeps until the
@@ -222,6 +224,16 @@ public struct FrozenBatch: Hashable, Sendable {
     public let batch: Batch
     /// The encoded body, kept so that a retry is byte-identical.
     public let body: [UInt8]
+    /// The id (`origin`) of each change, in the batch's order (a `WriteReceipt` names its
+    /// write's); 0 for a change stored before schema 5.
+    public var rows: [Int64] = []
+
+    /// A frozen batch.
+    public init(batch: Batch, body: [UInt8], rows: [Int64] = []) {
+        self.batch = batch
+        self.body = body
+        self.rows = rows
+    }
 }
 
 /// Why the store refused or failed.
@@ -304,4 +316,7 @@ package struct WriteReceipt: Sendable {
     /// The number the next batch takes as the write is made: the write is sent in a batch
     /// numbered this or more, and no batch numbered this or more was frozen before it.
     package let batchFrom: Int64
+    /// The id of the change that holds the write, and the write's place among its writes.
+    package var row: Int64 { change.origin }
+    package var part: Int { change.writes - 1 }
 }

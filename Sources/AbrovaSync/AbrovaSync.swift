@@ -345,13 +345,15 @@ public final class AbrovaSync: Sendable {
         }
         do {
             let (local, receipt) = try await body(store, online)
-            let batchFrom = receipt.batchFrom
             guard online else { return local }
             let run = await engine.sync()
-            if let rejection = run.rejection(of: key, inBatchFrom: batchFrom) {
-                throw AbrovaSyncError(.refused, statusCode: rejection.statusCode, message: rejection.message)
-            }
-            guard let conflicts = run.conflicts(of: key, inBatchFrom: batchFrom) else {
+            let conflicts: [Conflict]
+            switch run.answer(to: receipt, of: key) {
+            case .rejected(let statusCode, let message)?:
+                throw AbrovaSyncError(.refused, statusCode: statusCode, message: message)
+            case .applied(_, _, let settled)?, .unresolved(_, let settled)?:
+                conflicts = settled  // the write's own change's
+            case nil:
                 // Without offline persistence the write fails and leaves nothing (its run put its
                 // batch back unsent), unless another run has frozen it meanwhile.
                 if !configuration.offlineEnabled, try await store.takeBack(receipt) {

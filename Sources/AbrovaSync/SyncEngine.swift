@@ -87,6 +87,11 @@ public actor SyncEngine {
         let resent: Set<DocumentKey>
         /// The conflicts the server settled (or left to the resolver), by document.
         let conflicts: [DocumentKey: [Conflict]]
+        /// The id of each change (`FrozenBatch.rows`) and the server's answer to it.
+        let rows: [Int64]
+        let results: [ChangeResult]
+        /// Changes sent again write by write: their ids, and those of their writes' new changes.
+        let resentRows: [Int64: [Int64]]
     }
 
     /// What a run did.
@@ -337,12 +342,12 @@ public actor SyncEngine {
                 }
             }
             markReachable()
-            try await settle(frozen.batch, answer: answer, into: &result, syncedCount: &syncedCount)
+            try await settle(frozen.batch, rows: frozen.rows, answer: answer, into: &result, syncedCount: &syncedCount)
         }
     }
 
     /// Settles one batch's answer and tells the app what became of each change.
-    private func settle(_ batch: Batch, answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int) async throws {
+    private func settle(_ batch: Batch, rows: [Int64], answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int) async throws {
         let report = try await store.settle(batch: batch.sequence, results: answer)
         runProgress.pushedChanges += batch.changes.count
         progress.send(runProgress)
@@ -355,7 +360,8 @@ public actor SyncEngine {
             newestRejections[change.key] = (statusCode, message)
         }
         result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), newestRejections: newestRejections,
-                                           resent: report.resent, conflicts: report.conflicts.merging(report.unresolved, uniquingKeysWith: +)))
+                                           resent: report.resent, conflicts: report.conflicts.merging(report.unresolved, uniquingKeysWith: +),
+                                           rows: rows, results: answer, resentRows: report.resentRows))
         for (change, outcome) in zip(batch.changes, answer) {
             guard case .applied = outcome else { continue }
             syncedCount += 1
@@ -620,20 +626,31 @@ extension SyncEngine.SyncListener {
 
 
 extension SyncEngine.RunResult {
-    /// The server's refusal of the change to `key` in the first batch numbered `sequence` or
-    /// later that held the document and settled it (a change sent again write by write is
-    /// settled by a later batch), if it refused it.
-    func rejection(of key: DocumentKey, inBatchFrom sequence: Int64) -> (statusCode: Int, message: String)? {
-        settling(key, inBatchFrom: sequence)?.newestRejections[key]
+    /// What the server answered to the change that held the write of `receipt`, if this run
+    /// settled it: `nil` when the write was not sent.
+    ///
+    /// The change is found by its id in the batches frozen from the write on, followed when a
+    /// refused change went back to the queue write by write (to the write's own), so that an
+    /// earlier write of the document sent again in a later batch is never taken for it.
+    func answer(to receipt: WriteReceipt, of key: DocumentKey) -> ChangeResult? {
+        guard receipt.row != 0 else { return answerByDocument(key, inBatchFrom: receipt.batchFrom) }
+        var (row, part) = (receipt.row, receipt.part)
+        for batch in settled where batch.sequence >= receipt.batchFrom {
+            guard let position = batch.rows.firstIndex(of: row), batch.results.indices.contains(position) else { continue }
+            guard let parts = batch.resentRows[row] else { return batch.results[position] }
+            guard parts.indices.contains(part) else { return nil }
+            (row, part) = (parts[part], 0)
+        }
+        return nil
     }
 
-    /// The conflicts settled for `key` by the batch numbered `sequence` or later that held and
-    /// settled it; `nil` when no such batch was settled (the write was not sent).
-    func conflicts(of key: DocumentKey, inBatchFrom sequence: Int64) -> [Conflict]? {
-        settling(key, inBatchFrom: sequence).map { $0.conflicts[key] ?? [] }
-    }
-
-    private func settling(_ key: DocumentKey, inBatchFrom sequence: Int64) -> SyncEngine.SettledBatch? {
-        settled.first { $0.sequence >= sequence && $0.keys.contains(key) && !$0.resent.contains(key) }
+    /// For a change stored before changes had ids: the first batch from `sequence` on that held
+    /// the document and settled it, by its newest change there.
+    private func answerByDocument(_ key: DocumentKey, inBatchFrom sequence: Int64) -> ChangeResult? {
+        guard let batch = settled.first(where: { $0.sequence >= sequence && $0.keys.contains(key) && !$0.resent.contains(key) }) else {
+            return nil
+        }
+        if let rejection = batch.newestRejections[key] { return .rejected(statusCode: rejection.statusCode, message: rejection.message) }
+        return .applied(version: .zero, state: nil, conflicts: batch.conflicts[key] ?? [])
     }
 }

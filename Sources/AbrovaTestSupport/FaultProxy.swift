@@ -118,11 +118,14 @@ public final class FaultProxy: Sendable {
 
     /// Stops accepting and closes every connection.
     public func stop() {
-        let open = state.withLock { state -> [Connection] in
-            guard !state.isStopped else { return [] }
+        let open = state.withLock { state -> [Connection]? in
+            guard !state.isStopped else { return nil }
             state.isStopped = true
             return Array(state.open.values)
         }
+        // Once only: the accept loop closes the listener after this, and its number may be
+        // another socket's by a second call.
+        guard let open else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         for connection in open { connection.resetAll() }
     }
@@ -142,7 +145,9 @@ public final class FaultProxy: Sendable {
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else {
-                if errno == EINTR { continue }
+                // A client gone before it was accepted (a reset) is no reason to stop listening.
+                let error = errno
+                if [EINTR, ECONNABORTED, EPROTO].contains(error) && !state.withLock({ $0.isStopped }) { continue }
                 break  // stopped
             }
             Socket.setNoDelay(client)

@@ -62,6 +62,36 @@ import Testing
         await live.stop()
     }
 
+    @Test func anOnlineWriteIsNotToldOfTheRefusalOfEarlierQueuedWritesSentAgainBeforeIt() async throws {
+        let live = try LiveSyncServer(rules: RuleBook(fallback: SwitchableRules()))
+        // Batches of one change, each push 200 ms: the two refused writes, composed offline, are
+        // sent again one by one ahead of the online write while its call waits.
+        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+            .serverURL(live.url)
+            .storePath(folder.path("slow.sqlite"))
+            .authToken(LiveSyncServer.token(of: "ana"))
+            .maximumBatchChanges(1)
+            .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(200)) }
+            .build())
+        live.onStop { await sync.close() }
+        let rejections = Locked<[DocumentRejection]>([])
+        let stream = sync.documentRejections
+        let collecting = Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }
+        defer { collecting.cancel() }
+        let notes = sync.collection("notes")
+        await sync.forceSyncNow()
+        await sync.disconnect()
+        try await notes.document("j1").setData(["n": 1, "invalid": true])
+        try await notes.document("j1").setData(["n": 2, "invalid": true])
+        await sync.reconnect()
+        try await Task.sleep(for: .milliseconds(50))  // the composed change is on its way
+        let snapshot = try await notes.document("j1").setData(["n": 4])
+        #expect(!snapshot.metadata.hasPendingWrites && snapshot.data == ["n": 4])
+        #expect(try live.service.document(DocumentKey(collection: "notes", id: "j1"), caller: .user("ana")).state.document == ["n": 4])
+        #expect(await eventually { rejections.value.count == 2 }, "rejections heard: \(rejections.value)")
+        await live.stop()
+    }
+
     @Test func aQueuedWriteIsStillSettledByTheStrategy() async throws {
         let live = try LiveSyncServer()
         let (_, second) = try await twoDevicesAfterTheFirstSetSeven(live, .serverWins)

@@ -98,6 +98,48 @@ import Testing
         await live.stop()
     }
 
+    @Test func aTokenReplacedWhileARunPushesNeverCarriesTheRunsQueue() async throws {
+        let live = try LiveSyncServer()
+        // Batches of one change, each push 300 ms: the run is still sending Ana's queue when the
+        // app puts Ben's token in place.
+        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+            .serverURL(live.url)
+            .storePath(folder.path("tablet.sqlite"))
+            .authToken(LiveSyncServer.token(of: "ana"))
+            .maximumBatchChanges(1)
+            .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(300)) }
+            .build())
+        live.onStop { await sync.close() }
+        await sync.forceSyncNow()
+        await sync.disconnect()
+        for index in 0..<4 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
+        await sync.reconnect()
+        try await Task.sleep(for: .milliseconds(100))  // the first batch is on its way
+        await sync.setAuthToken(LiveSyncServer.token(of: "ben"))
+        try await Task.sleep(for: .milliseconds(700))
+        for index in 0..<4 {
+            #expect(serverDocument(live, "q\(index)", as: "ben") == nil, "ana's q\(index) went out under ben's token")
+        }
+        #expect(await eventually { (try? await sync.collection("carts").getDocuments().map(\.key.id)) == [] })
+        await live.stop()
+    }
+
+    @Test func aUserWhoseStoreCannotBeOpenedIsRefusedAndTheInstanceStaysAsItWas() async throws {
+        let live = try LiveSyncServer()
+        let device = try Device(live, folder: folder)
+        try await device.carts.document("ana-1").setData(["n": 1])
+        // Where Ben's store would be, a folder: SQLite cannot open it.
+        try FileManager.default.createDirectory(atPath: folder.path("device~ben.sqlite"), withIntermediateDirectories: true)
+        await #expect(throws: AbrovaSyncError.self) {
+            try await device.sync.setAuthToken(LiveSyncServer.token(of: "ben"), userId: "ben")
+        }
+        #expect(try await ids(device) == ["ana-1"])
+        let snapshot = try await device.carts.document("ana-2").setData(["n": 2])
+        #expect(!snapshot.metadata.hasPendingWrites, "ana's write after the refused switch did not go out")
+        #expect(serverDocument(live, "ana-2", as: "ana") == ["n": 2])
+        await live.stop()
+    }
+
     @Test func anotherUsersStoreLiesBesideAChosenOneOrInTheDefaultFolder() throws {
         let chosen = try AbrovaSyncConfigBuilder(apiKey: "k").storePath("/data/app/cart.sqlite").build()
         #expect(try chosen.storePath(ofAnotherUser: "ben") == "/data/app/cart~ben.sqlite")
