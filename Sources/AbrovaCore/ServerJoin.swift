@@ -12,21 +12,27 @@ extension ConflictStrategy {
     ///
     /// - Throws: `ValueError` with code `documentNotFound` (404) for a change to a document that
     ///   does not exist and that the change does not create; `tooLarge` (413) when the result would
-    ///   exceed `ValueLimits.maximumDocumentBytes`. When it throws, `state` is unchanged.
-    public func apply(_ delta: DocumentDelta, to state: inout DocumentState, version: Version) throws(ValueError) -> JoinReport {
-        if state.isPristine { return try Self.applyToNew(delta, state: &state, version: version) }
-        return try applyInFull(delta, to: &state, version: version)
+    ///   exceed `maximumBytes` (and the document before: a change may shrink an oversized one).
+    ///   When it throws, `state` is unchanged. A server that must check its rules before the size
+    ///   (so that the answer tells nothing of a document the caller may not read) passes `.max`
+    ///   and checks the size itself.
+    public func apply(_ delta: DocumentDelta, to state: inout DocumentState, version: Version,
+                      maximumBytes: Int = ValueLimits.maximumDocumentBytes) throws(ValueError) -> JoinReport {
+        if state.isPristine { return try Self.applyToNew(delta, state: &state, version: version, maximumBytes: maximumBytes) }
+        return try applyInFull(delta, to: &state, version: version, maximumBytes: maximumBytes)
     }
 
     /// The join without the shortcut for new documents; the tests compare the two.
-    func applyInFull(_ delta: DocumentDelta, to state: inout DocumentState, version: Version) throws(ValueError) -> JoinReport {
-        var join = ServerJoin(delta: delta, strategy: self, version: version)
+    func applyInFull(_ delta: DocumentDelta, to state: inout DocumentState, version: Version,
+                     maximumBytes: Int = ValueLimits.maximumDocumentBytes) throws(ValueError) -> JoinReport {
+        var join = ServerJoin(delta: delta, strategy: self, version: version, maximumBytes: maximumBytes)
         return try join.run(on: &state)
     }
 
     /// The join into a document nobody has written, the common case of a push: there is nothing to
     /// conflict with, so every strategy applies the change as it is, and everything it wrote is new.
-    private static func applyToNew(_ delta: DocumentDelta, state: inout DocumentState, version: Version) throws(ValueError) -> JoinReport {
+    private static func applyToNew(_ delta: DocumentDelta, state: inout DocumentState, version: Version,
+                                   maximumBytes: Int) throws(ValueError) -> JoinReport {
         guard delta.hasEdits else { return JoinReport() }  // deleting what is not there changes nothing
         guard delta.create != nil else { throw ValueError(.documentNotFound, field: "", detail: "the document does not exist") }
         var result = state
@@ -35,9 +41,8 @@ extension ConflictStrategy {
         } else {
             result.applyLocally(delta, at: version)
         }
-        guard result.byteSize <= ValueLimits.maximumDocumentBytes else {
-            throw ValueError(.tooLarge, field: "",
-                             detail: "the document would hold \(result.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
+        guard result.byteSize <= maximumBytes else {
+            throw ValueError(.tooLarge, field: "", detail: "the document would hold \(result.byteSize) bytes; the limit is \(maximumBytes)")
         }
         state = result
         return JoinReport(changes: result)
@@ -62,10 +67,12 @@ private struct ServerJoin {
     let delta: DocumentDelta
     let strategy: ConflictStrategy
     let version: Version
+    let maximumBytes: Int
     /// The touched fields as they were before the change (`nil`: there was none).
     private var saved: [FieldPath: Field?] = [:]
 
-    init(delta: DocumentDelta, strategy: ConflictStrategy, version: Version) {
+    init(delta: DocumentDelta, strategy: ConflictStrategy, version: Version, maximumBytes: Int) {
+        self.maximumBytes = maximumBytes
         self.delta = delta
         self.strategy = strategy
         self.version = version
@@ -152,11 +159,10 @@ private struct ServerJoin {
             return JoinReport(conflicts: conflicts)
         }
         if keepsExistence { state.restore(savedExistence) }
-        if state.byteSize > ValueLimits.maximumDocumentBytes, state.byteSize > savedBytes {
+        if state.byteSize > maximumBytes, state.byteSize > savedBytes {
             let size = state.byteSize
             putBack(&state, existence: savedExistence, version: savedVersion)
-            throw ValueError(.tooLarge, field: "",
-                             detail: "the document would hold \(size) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
+            throw ValueError(.tooLarge, field: "", detail: "the document would hold \(size) bytes; the limit is \(maximumBytes)")
         }
 
         // What was written at the new version is the change's delta-state.

@@ -132,10 +132,18 @@ public final class SyncService: Sendable {
     /// `ownVersions` are the versions earlier changes of the same batch wrote the document at: the
     /// change is rebased past them (`DocumentDelta.rebased`, as the client rebases its unsent
     /// changes when a batch is settled), so only others' writes since its base conflict with it.
+    ///
+    /// Rules come first (Spec/security.md): the join is made without the size limit, the write
+    /// rule is checked on its result, and only then the size and the collection's validation. A
+    /// caller who may not read the document as the server has it learns nothing of it: a refusal
+    /// reads as if it did not exist, and an applied change is answered with what it wrote alone,
+    /// without conflicts (whose server values are the document's).
     private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
                        at now: Date, in transaction: any ServerTransaction) throws -> ChangeResult {
         let rules = rules.rules(for: change.key.collection)
         let before = try transaction.document(change.key)
+        let isHidden = before.map { !rules.allowsRead($0, by: caller) } ?? false
+        let hidden = ChangeResult.rejected(statusCode: 404, message: Self.missing(change.key))
         var state = before?.state ?? DocumentState()
         let delta = ownVersions.isEmpty ? change.delta : change.delta.rebased(onto: state, ownVersions: ownVersions)
         // Judged on the rebased change: after an earlier change of the batch that nobody else's write
@@ -147,32 +155,45 @@ public final class SyncService: Sendable {
         let version = try transaction.nextVersion()
         let report: JoinReport
         do {
-            report = try strategy.apply(delta, to: &state, version: version)
+            report = try strategy.apply(delta, to: &state, version: version, maximumBytes: .max)
         } catch {
+            if isHidden || error.code == .documentNotFound { return hidden }
             return .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.description)")
         }
         let after = StoredDocument(key: change.key, owner: before?.owner ?? user, version: version, state: state)
         guard rules.allowsWrite(before: before, after: after, by: caller) else {
-            return .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse this write to \(change.key)")
+            guard isHidden else { return .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse this write to \(change.key)") }
+            // Deleting what is not there is done already: so reads the delete of a hidden document.
+            return delta.hasEdits ? hidden : .applied(version: version, state: nil, conflicts: [])
+        }
+        if state.byteSize > ValueLimits.maximumDocumentBytes, state.byteSize > before?.state.byteSize ?? 0 {
+            // A caller who may write but not read learns that much, and nothing of the sizes.
+            return .rejected(statusCode: 413, message: isHidden ? "\(change.key): the write would make the document larger than the limit"
+                : "\(change.key): the document would hold \(state.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
         }
         do {
             try rules.validate(after)
         } catch {
-            return .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.message)")
+            return .rejected(statusCode: error.statusCode, message: isHidden ? "\(change.key): the collection's rules refuse the document"
+                : "\(change.key): \(error.message)")
         }
         if strategy == .manual && !report.conflicts.isEmpty {
-            let server = before ?? StoredDocument(key: change.key, owner: user, version: .zero, state: DocumentState())
-            guard rules.allowsRead(server, by: caller) else {
-                return .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse reading \(change.key)")
-            }
+            guard !isHidden, let server = before else { return hidden }
             return .unresolved(state: server.state, conflicts: report.conflicts)
         }
+        // Deleting what never was saves nothing: no tombstone, and no owner for the id.
+        guard before != nil || report.isApplied else { return .applied(version: version, state: nil, conflicts: []) }
         try transaction.saveDocument(after, at: now)
-        // An uncontested change's state the client computes; a caller who may write but not read
-        // gets only what this change wrote.
-        let answered = isUncontested ? nil : rules.allowsRead(after, by: caller) ? state : report.changes
-        return .applied(version: version, state: answered, conflicts: report.conflicts)
+        // An uncontested change's state the client computes. A caller who may write but not read
+        // gets no state (what was applied of his change would tell what it met); one who may read
+        // the result but not what was there, what this change wrote.
+        let answered = isUncontested || isHidden ? nil : rules.allowsRead(after, by: caller) ? state : report.changes
+        return .applied(version: version, state: answered, conflicts: isHidden ? [] : report.conflicts)
     }
+
+    /// The refusal of a document that does not exist, or that the caller may not read: the two
+    /// read alike on every route.
+    static func missing(_ key: DocumentKey) -> String { "no document \(key)" }
 
     // MARK: - Pull
 
@@ -252,15 +273,14 @@ public final class SyncService: Sendable {
 
     /// A document, read online.
     ///
-    /// - Throws: `RequestError`: 403 when the rules refuse the read; 404 when it does not exist
-    ///   or was deleted; 400 for a bad key; 500 when the store fails.
+    /// - Throws: `RequestError`: 404 when it does not exist, was deleted or the rules refuse the
+    ///   read (the three read alike); 400 for a bad key; 500 when the store fails.
     public func document(_ key: DocumentKey, caller: Caller) throws(RequestError) -> ServerDocument {
         do { try key.validate() } catch { throw RequestError(error) }
         let stored = try Self.storeCall(log: configuration.log) { try store.document(key) }
-        if let stored, !rules.rules(for: key.collection).allowsRead(stored, by: caller) {
-            throw RequestError(statusCode: 403, message: "the rules of \(key.collection) refuse reading \(key)")
+        guard let stored, stored.state.exists, rules.rules(for: key.collection).allowsRead(stored, by: caller) else {
+            throw RequestError(statusCode: 404, message: Self.missing(key))
         }
-        guard let stored, stored.state.exists else { throw RequestError(statusCode: 404, message: "no document \(key)") }
         return stored.serverDocument
     }
 

@@ -302,13 +302,13 @@ extension ServerSuites {
                              client: "ben", sequence: 1)
             #expect(try fixture.pullAll(as: .user("ben"), limit: 1).map(\.key.id) == ["p1", "b1"])
             #expect(try fixture.pullAll(as: .anonymous).map(\.key.id) == ["p1"])
-            #expect(statusOf { _ = try fixture.service.document(cart, caller: .user("ben")) } == 403)
+            #expect(statusOf { _ = try fixture.service.document(cart, caller: .user("ben")) } == 404)
             #expect(statusOf { _ = try fixture.service.document(DocumentKey(collection: "carts", id: "none"), caller: .user("ben")) } == 404)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
             // Ben may not overwrite Ana's cart either; the refusal changes nothing.
             let results = try fixture.push([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], as: "ben", client: "ben", sequence: 2,
                                            strategy: .clientWins)
-            guard case .rejected(403, _) = results[0] else { Issue.record("\(results)"); return }
+            guard case .rejected(404, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
         }
 
