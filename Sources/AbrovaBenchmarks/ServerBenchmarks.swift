@@ -24,6 +24,13 @@ struct ServerBenchmarks {
             if options.runs("server-push") { try PushConcurrencyBenchmarks(options: options).run(into: &report) }
             if options.runs("server-tuning") { try measureTuning() }
             if options.runs("server-pull") { try measurePull(into: &report) }
+            if options.runs("server-pull-memory") {
+                #if os(Linux)
+                try PullMemoryBenchmarks(options: options).run(into: &report)
+                #else
+                print("pull memory: skipped, Linux only (it reads the server's /proc status)")
+                #endif
+            }
             if options.runs("server-processes") {
                 #if os(Linux)
                 try ProcessBenchmarks(options: options).run(into: &report)

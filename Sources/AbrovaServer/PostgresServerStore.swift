@@ -115,14 +115,15 @@ public final class PostgresServerStore: ServerStore, Sendable {
         try retryingOnce { try pool.withConnection { try Self.document(key, on: $0) } }
     }
 
-    public func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
+    public func changes(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [StoredDocument] {
         try retryingOnce {
             try pool.withConnection { connection in
                 let after = PostgresValue.integer(Int64(bitPattern: version.rawValue))
+                let budget = PostgresValue.integer(Int64(min(maximumBytes, Int(Int64.max))))
                 let rows = if let collections {
-                    try connection.run(Statements.changesIn, [after, .integer(Int64(limit)), .texts(collections)])
+                    try connection.run(Statements.changesIn, [after, .integer(Int64(limit)), .texts(collections), budget])
                 } else {
-                    try connection.run(Statements.changes, [after, .integer(Int64(limit))])
+                    try connection.run(Statements.changes, [after, .integer(Int64(limit)), budget])
                 }
                 return try (0..<rows.count).map { try Self.storedDocument(rows, $0) }
             }
@@ -209,13 +210,20 @@ private enum Statements {
     static let document = PostgresStatement("document", """
         SELECT collection, id, owner, version, state FROM abrova_documents WHERE collection = $1 AND id = $2
         """, parameters: [.text, .text])
+    // The byte budget ($3 or $4) is counted on octet_length, which PostgreSQL answers from a
+    // value's header without reading it; only the states within it are read.
     static let changes = PostgresStatement("changes", """
-        SELECT collection, id, owner, version, state FROM abrova_documents WHERE version > $1 ORDER BY version LIMIT $2
-        """, parameters: [.integer, .integer])
+        SELECT d.collection, d.id, d.owner, d.version, d.state
+        FROM (SELECT version, sum(octet_length(state)) OVER (ORDER BY version) - octet_length(state) AS before
+              FROM abrova_documents WHERE version > $1 ORDER BY version LIMIT $2) w
+        JOIN abrova_documents d ON d.version = w.version WHERE w.before < $3 ORDER BY d.version
+        """, parameters: [.integer, .integer, .integer])
     static let changesIn = PostgresStatement("changes_in", """
-        SELECT collection, id, owner, version, state FROM abrova_documents
-        WHERE version > $1 AND collection = ANY($3) ORDER BY version LIMIT $2
-        """, parameters: [.integer, .integer, .texts])
+        SELECT d.collection, d.id, d.owner, d.version, d.state
+        FROM (SELECT version, sum(octet_length(state)) OVER (ORDER BY version) - octet_length(state) AS before
+              FROM abrova_documents WHERE version > $1 AND collection = ANY($3) ORDER BY version LIMIT $2) w
+        JOIN abrova_documents d ON d.version = w.version WHERE w.before < $4 ORDER BY d.version
+        """, parameters: [.integer, .integer, .texts, .integer])
     static let nextVersion = PostgresStatement("next_version", "SELECT nextval('abrova_versions')")
     static let documents = PostgresStatement("documents", """
         SELECT d.collection, d.id, d.owner, d.version, d.state

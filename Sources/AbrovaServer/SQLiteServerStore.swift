@@ -93,16 +93,22 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
         try read { database in try Self.document(key, in: database) }
     }
 
-    public func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
+    public func changes(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [StoredDocument] {
         try read { database in
-            var sql = "SELECT collection, id, owner, version, state FROM documents WHERE version > ?"
+            // The budget is counted on lengths alone (SQLite reads a blob's length from the record
+            // header), and only the states within it are read.
+            var window = "SELECT version, sum(length(state)) OVER (ORDER BY version) - length(state) AS before FROM documents WHERE version > ?"
             var bindings: [SQLiteValue] = [.integer(Int64(bitPattern: version.rawValue))]
             if let collections {
-                sql += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
+                window += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
                 bindings += collections.map { .text($0) }
             }
-            sql += " ORDER BY version LIMIT ?"
-            bindings.append(.integer(Int64(limit)))
+            window += " ORDER BY version LIMIT ?"
+            bindings += [.integer(Int64(limit)), .integer(Int64(min(maximumBytes, Int(Int64.max))))]
+            let sql = """
+                SELECT d.collection, d.id, d.owner, d.version, d.state FROM (\(window)) w JOIN documents d ON d.version = w.version
+                WHERE w.before < ? ORDER BY d.version
+                """
             return try database.query(sql, bindings, Self.storedDocument)
         }
     }

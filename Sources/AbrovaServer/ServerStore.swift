@@ -61,8 +61,10 @@ public protocol ServerStore: Sendable {
     /// A committed document.
     func document(_ key: DocumentKey) throws -> StoredDocument?
     /// Committed documents whose last change is after `version`, in version order, at most `limit`,
-    /// only of `collections` when given.
-    func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument]
+    /// only of `collections` when given, and no more than start within `maximumBytes` of stored
+    /// state (always one, when there is one): a pull of large documents reads only what a page
+    /// can hold.
+    func changes(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [StoredDocument]
     /// Removes tombstones of documents deleted before `time`; returns the tombstone horizon.
     func purgeTombstones(deletedBefore time: Date) throws -> Version
     /// The highest version of a removed tombstone: a pull from a cursor below it may miss a delete.
@@ -70,4 +72,11 @@ public protocol ServerStore: Sendable {
     /// A random key made once per database, which signs cursors (every server process on the
     /// database accepts the others' cursors).
     func cursorKey() throws -> [UInt8]
+}
+
+extension ServerStore {
+    /// `changes(after:limit:collections:maximumBytes:)` without a byte budget.
+    public func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
+        try changes(after: version, limit: limit, collections: collections, maximumBytes: .max)
+    }
 }

@@ -243,7 +243,7 @@ public final class SyncService: Sendable {
         var hasMore = false
         scan: for _ in 0..<8 {
             let rows = try Self.storeCall(log: configuration.log) {
-                try store.changes(after: position, limit: limit, collections: collections)
+                try store.changes(after: position, limit: limit, collections: collections, maximumBytes: configuration.limits.maximumPageBytes)
             }
             for row in rows {
                 guard rules.rules(for: row.key.collection).allowsRead(row, by: caller) else {
@@ -262,7 +262,9 @@ public final class SyncService: Sendable {
                     break scan
                 }
             }
-            hasMore = rows.count == limit
+            // Fewer rows than the limit may be the store's byte budget, not the end: only a round
+            // that finds nothing is the end.
+            hasMore = !rows.isEmpty
             if !hasMore { break }
         }
         let next = cursors.cursor(for: position, caller: caller)

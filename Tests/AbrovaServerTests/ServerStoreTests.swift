@@ -319,6 +319,28 @@ extension ServerSuites {
             #expect(try store.document(DocumentKey(collection: "zoë", id: "ïd 2 📦")) == saved.last)
         }
 
+        /// Changes stop within a byte budget of stored state (but always one), so a pull of large
+        /// documents reads only what a page can hold; collections still narrow them.
+        @Test(arguments: StoreKind.available)
+        func changesStopWithinTheirByteBudget(kind: StoreKind) throws {
+            let test = try TestStore(kind)
+            let store = test.store
+            let text = String(repeating: "x", count: 100_000)
+            var saved: [StoredDocument] = []
+            for index in 0..<6 {
+                let key = DocumentKey(collection: index.isMultiple(of: 2) ? "notes" : "other", id: "n\(index)")
+                saved.append(try save(try .create(["text": .string(text)], base: .zero), to: key, in: store))
+            }
+            var stored: [UInt8] = []
+            try #require(saved.first).state.writeEncoded(to: &stored)
+            let size = stored.count
+            #expect(try store.changes(after: .zero, limit: 100, collections: nil, maximumBytes: size * 2 + 1) == Array(saved.prefix(3)))
+            #expect(try store.changes(after: .zero, limit: 100, collections: nil, maximumBytes: 1) == [saved[0]])
+            #expect(try store.changes(after: saved[3].version, limit: 100, collections: nil, maximumBytes: size) == [saved[4]])
+            #expect(try store.changes(after: .zero, limit: 100, collections: ["notes"], maximumBytes: size + 1) == [saved[0], saved[2]])
+            #expect(try store.changes(after: .zero, limit: 2, collections: nil, maximumBytes: .max) == Array(saved.prefix(2)))
+        }
+
         /// Purging removes the tombstones deleted before the cutoff, only those, and raises the
         /// horizon to the newest of them; the horizon never goes down.
         @Test(arguments: StoreKind.available)

@@ -85,8 +85,8 @@ private struct KeepingStore: ServerStore {
 
     func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result { try store.write(body) }
     func document(_ key: DocumentKey) throws -> StoredDocument? { try store.document(key) }
-    func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
-        try store.changes(after: version, limit: limit, collections: collections)
+    func changes(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [StoredDocument] {
+        try store.changes(after: version, limit: limit, collections: collections, maximumBytes: maximumBytes)
     }
     func purgeTombstones(deletedBefore time: Date) throws -> Version { try store.purgeTombstones(deletedBefore: time) }
     func tombstoneHorizon() throws -> Version { try store.tombstoneHorizon() }
