@@ -14,11 +14,20 @@ struct ServeOptions {
     var authPath: String?
     var threads = 8
     var retentionDays = 30.0
+    /// Asked for with `--loopback`; development mode listens on loopback only in any case.
     var loopbackOnly = false
+    /// `--dev-on-all-interfaces`: development mode, yet reachable from the network.
+    var developmentOnAllInterfaces = false
     /// The largest request body, as sent and after decompression; `nil`: 16 MiB and 32 MiB.
     var maximumBodyBytes: Int?
     var maximumBatchChanges = WireLimits().maximumChanges
     var maximumPageBytes = WireLimits().maximumPageBytes
+
+    /// Whether the server binds 127.0.0.1 only. Development mode lets anyone act as any user, so it
+    /// stays on this machine unless asked for by a flag that says so.
+    var bindsLoopbackOnly: Bool {
+        loopbackOnly || (authPath == nil && !developmentOnAllInterfaces)
+    }
 }
 
 /// Writes one line to standard output at once (the log is read while the server runs).
@@ -37,6 +46,9 @@ func runServer(_ options: ServeOptions) throws {
         authenticator = try ConfiguredAuthenticator(json: try readFile(path))
     } else {
         logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
+        if options.developmentOnAllInterfaces {
+            logLine("WARNING: --dev-on-all-interfaces: development mode on every interface; anyone who can reach this port can read and write as any user")
+        }
         authenticator = DevelopmentAuthenticator()
     }
     let store: any ServerStore
@@ -51,7 +63,7 @@ func runServer(_ options: ServeOptions) throws {
     let limits = WireLimits(maximumChanges: options.maximumBatchChanges, maximumPageBytes: options.maximumPageBytes)
     let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
         limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
-    var http = HTTPServerConfiguration(port: options.port, threadCount: options.threads, loopbackOnly: options.loopbackOnly)
+    var http = HTTPServerConfiguration(port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly)
     var bodyLimits = BodyLimits(maximumBodyBytes: http.maximumBodyBytes)
     if let bytes = options.maximumBodyBytes {
         http.maximumBodyBytes = bytes
@@ -62,7 +74,7 @@ func runServer(_ options: ServeOptions) throws {
     let server = try HTTPServer(configuration: http) { request in
         handler.handle(request)
     }
-    logLine("abrova serving \(storeName) on port \(server.port)")
+    logLine("abrova serving \(storeName) (\(http.loopbackOnly ? "127.0.0.1 only" : "every interface")) on port \(server.port)")
 
     // Expired tombstones are removed hourly, and once at start.
     let purge = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "abrova.purge"))

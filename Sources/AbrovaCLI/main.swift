@@ -16,7 +16,8 @@ let usage = """
 let serveUsage = """
     usage: abrova serve [--port N] [--database PATH | --postgres URL [--connections N]]
                         [--rules FILE] [--auth FILE] [--threads N] [--retention-days N] [--loopback]
-                        [--max-body-bytes N] [--max-batch-changes N] [--max-page-bytes N]
+                        [--dev-on-all-interfaces] [--max-body-bytes N] [--max-batch-changes N]
+                        [--max-page-bytes N]
 
       --port N            port to listen on (default 8080; 0 picks a free one)
       --database PATH     the SQLite database, created when missing (default ./abrova.sqlite)
@@ -25,10 +26,13 @@ let serveUsage = """
       --connections N     PostgreSQL connections this server opens at most (default 8)
       --rules FILE        security rules (Spec/protocol.md, "Security rules"); default owner-only
       --auth FILE         API keys and tokens; without it, development mode (any API key; a
-                          bearer token is its user's id)
+                          bearer token is its user's id), which listens on 127.0.0.1 only
       --threads N         request threads (default 8)
       --retention-days N  how long tombstones are kept (default 30)
-      --loopback          listen on 127.0.0.1 only
+      --loopback          listen on 127.0.0.1 only (with --auth; development mode always does)
+      --dev-on-all-interfaces
+                          development mode on every interface: anyone who can reach the port
+                          can act as any user. Never on a network you do not trust
       --max-body-bytes N  the largest request body, as sent and decompressed (default 16 MiB as
                           sent, 32 MiB decompressed); announced in /v1/health with the next two
       --max-batch-changes N  the most changes in one pushed batch (default 1000)
@@ -65,6 +69,10 @@ while !arguments.isEmpty {
     let name = arguments.removeFirst()
     if name == "--loopback" {
         options.loopbackOnly = true
+        continue
+    }
+    if name == "--dev-on-all-interfaces" {
+        options.developmentOnAllInterfaces = true
         continue
     }
     if name == "--help" || name == "-h" {
@@ -105,6 +113,12 @@ while !arguments.isEmpty {
 
 if options.postgresURL != nil && CommandLine.arguments.contains("--database") {
     fail("--database and --postgres name two stores; give one")
+}
+if options.developmentOnAllInterfaces && options.authPath != nil {
+    fail("--dev-on-all-interfaces is for development mode; with --auth the server listens on every interface unless --loopback")
+}
+if options.developmentOnAllInterfaces && options.loopbackOnly {
+    fail("--dev-on-all-interfaces and --loopback contradict each other; give one")
 }
 do {
     try runServer(options)

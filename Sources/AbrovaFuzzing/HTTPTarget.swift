@@ -162,6 +162,7 @@ public final class HTTPTarget: FuzzTarget {
             FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("content-encoding", "zstd")],
                                body: [0x28, 0xB5, 0x2F, 0xFD] + Array(repeating: 0x41, count: 40)),
         ]
+        seeds += Self.smugglingSeeds(credentials: credentials)
         for (index, body) in (fixtures.pushBodies + BuiltSeeds.pushBodies).enumerated() {
             var headers = credentials
             if index % 3 == 1 { headers.append((FuzzedRequest.compressHeader, "1")) }
@@ -173,8 +174,25 @@ public final class HTTPTarget: FuzzTarget {
             "GET ", "POST ", "PUT ", "/v1/push", "/v1/pull", "/v1/docs/", "/v1/health", "?limit=", "&limit=", "&cursor=c1.",
             "&collections=", "x-api-key: fuzz\n", "authorization: Bearer ana\n", "authorization: Bearer \n",
             "content-encoding: zstd\n", "content-encoding: identity\n", "accept-encoding: zstd\n", "x-fuzz-zstd: 1\n",
+            "content-length: 5\n", "transfer-encoding: chunked\n", "authorization: Bearer ben\n",
             "\n\n", "%", "%2F", "%00", "%ZZ", "%2e%2e", "+", "&", "=",
         ].map { Array($0.utf8) }
+    }
+
+    /// Heads framed two ways, each with a second request hidden in its body, and one naming two
+    /// callers. Here the handler sees the last value of each header; over HTTP
+    /// (`rawHTTP`, the live-server test) the server must refuse them before the body.
+    static func smugglingSeeds(credentials: [(String, String)]) -> [[UInt8]] {
+        let hidden = Array("GET /v1/health HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
+        let body = Array(#"{"a"}"#.utf8) + hidden
+        return [
+            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("content-length", "5"), ("content-length", "\(body.count)")], body: body),
+            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("content-length", "\(body.count)"), ("content-length", "5")], body: body),
+            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("transfer-encoding", "chunked"), ("content-length", "5")],
+                               body: Array("0\r\n\r\n".utf8) + hidden),
+            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("transfer-encoding", "gzip")], body: body),
+            FuzzedRequest.text("GET", "/v1/pull?limit=1", headers: credentials + [("authorization", "Bearer ben")]),
+        ]
     }
 
     /// Lines the service logged, shared with its log closure.

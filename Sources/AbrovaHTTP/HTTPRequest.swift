@@ -7,7 +7,8 @@ public struct HTTPRequest: Sendable {
     /// The query arguments, percent-decoded, with `+` read as a space (form encoding): a literal
     /// plus travels as `%2B`. When a name repeats, the last value counts.
     public var query: [String: String]
-    /// The headers, by lowercased name. When a name repeats, the last value counts.
+    /// The headers, by lowercased name. When a name repeats, the last value counts; the server
+    /// refuses a repeated Content-Length, Transfer-Encoding or Authorization before the handler.
     public var headers: [String: String]
     /// The body (empty when there was none).
     public var body: [UInt8]

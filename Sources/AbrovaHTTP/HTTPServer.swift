@@ -17,9 +17,11 @@ import Darwin
 /// database, say), but holds its thread while it does, and the other connections that thread
 /// serves wait with it.
 ///
-/// The server refuses, without calling the handler: bodies over `maximumBodyBytes` (413), requests
-/// beyond `maximumConcurrentRequests` (429 with `Retry-After: 1`), and requests that arrive once
-/// `shutdown` has started (503). Those answers have a JSON body `{"message":...,"statusCode":...}`.
+/// The server refuses, without calling the handler: heads that could be read more than one way
+/// (400, then the connection is closed; see `HTTPHeadAmbiguity`), bodies over `maximumBodyBytes`
+/// (413), requests beyond `maximumConcurrentRequests` (429 with `Retry-After: 1`), and requests
+/// that arrive once `shutdown` has started (503). Those answers have a JSON body
+/// `{"message":...,"statusCode":...}`.
 ///
 ///     let server = try HTTPServer(configuration: HTTPServerConfiguration(port: 8080)) { request in
 ///         .json(status: 200, Array(#"{"path":"\#(request.path)"}"#.utf8))
@@ -162,7 +164,9 @@ private let completedCallback: abrova_http_completed_callback = { context, reque
 private let headerVisitor: abrova_http_value_visitor = { context, key, value in
     guard let context, let key else { return }
     let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
-    state.headers[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+    let name = String(cString: key).lowercased()
+    if state.headers[name] != nil { state.repeatedHeaders.insert(name) }
+    state.headers[name] = value.map { String(cString: $0) } ?? ""
 }
 
 private let queryVisitor: abrova_http_value_visitor = { context, key, value in
@@ -180,6 +184,8 @@ private final class RequestState {
     let method: String
     let path: String
     var headers: [String: String] = [:]
+    /// Lowercased names sent more than once.
+    var repeatedHeaders: Set<String> = []
     var query: [String: String] = [:]
     var body: [UInt8] = []
     /// Body bytes received, kept or not.
@@ -254,6 +260,10 @@ private final class ServerCore: Sendable {
     /// The headers are in: refuse now what can be refused before reading the body.
     private func begin(_ state: RequestState, on connection: OpaquePointer) -> Bool {
         abrova_http_visit_headers(connection, headerVisitor, Unmanaged.passUnretained(state).toOpaque())
+        // First, before the body is read: a body framed two ways may hide a second request.
+        if let ambiguity = HTTPHeadAmbiguity(headers: state.headers, repeatedHeaders: state.repeatedHeaders) {
+            return respond(.ambiguous(ambiguity), to: state, on: connection)
+        }
         if isShuttingDown.load(ordering: .sequentiallyConsistent) {
             return respond(.shuttingDown, to: state, on: connection)
         }
@@ -338,6 +348,12 @@ private func exceeds(_ declared: String, _ limit: Int) -> Bool {
 }
 
 extension HTTPResponse {
+    /// Queued before the body is read, so libmicrohttpd reads nothing more on the connection and
+    /// closes it after this answer.
+    static func ambiguous(_ ambiguity: HTTPHeadAmbiguity) -> HTTPResponse {
+        .error(status: 400, message: ambiguity.message, headers: [("Connection", "close")])
+    }
+
     static let shuttingDown = HTTPResponse.error(
         status: 503,
         message: "the server is shutting down",

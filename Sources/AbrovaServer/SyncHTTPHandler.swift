@@ -39,7 +39,8 @@ public struct SyncHTTPHandler: Sendable {
     public let authenticator: any Authenticator
     /// Body limits and answer compression.
     public let limits: BodyLimits
-    /// Receives one line per request: method, path, status, duration, caller.
+    /// Receives one line per request: method, path, status, duration, caller; what the client sent
+    /// is escaped (`escapedForLog`).
     public let log: @Sendable (String) -> Void
 
     /// A handler for `service`.
@@ -63,7 +64,8 @@ public struct SyncHTTPHandler: Sendable {
         }
         let duration = (ContinuousClock.now - start).components
         let milliseconds = Double(duration.seconds) * 1_000 + Double(duration.attoseconds) / 1e15
-        log("\(request.method) \(request.path) \(response.status) \(String(format: "%.1f", milliseconds)) ms \(caller.map { "caller=\($0)" } ?? "")")
+        let callerField = caller.map { "caller=\(escapedForLog($0.description))" } ?? ""
+        log("\(escapedForLog(request.method)) \(escapedForLog(request.path)) \(response.status) \(String(format: "%.1f", milliseconds)) ms \(callerField)")
         return response
     }
 
@@ -161,4 +163,25 @@ public struct SyncHTTPHandler: Sendable {
         }
         return .json(status: status, body, headers: [("Vary", "Accept-Encoding")])
     }
+}
+
+/// `text` as it may be written to a log or a terminal: control characters (C0, DEL and C1, which
+/// terminals read as escape sequences, or line breaks that forge a log line) become `\x1b` or
+/// `\u{9b}`, and a backslash is doubled so that the escaping cannot be faked.
+func escapedForLog(_ text: String) -> String {
+    var escaped = ""
+    for scalar in text.unicodeScalars {
+        switch scalar.value {
+        case 0x5C: escaped += "\\\\"
+        case 0..<0x20, 0x7F: escaped += "\\x" + hexDigits(scalar.value, count: 2)
+        case 0x80..<0xA0: escaped += "\\u{" + hexDigits(scalar.value, count: 2) + "}"
+        default: escaped.unicodeScalars.append(scalar)
+        }
+    }
+    return escaped
+}
+
+private func hexDigits(_ value: UInt32, count: Int) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, count - digits.count)) + digits
 }

@@ -9,9 +9,12 @@ import Testing
 
 /// The sync server over real HTTP on loopback (libmicrohttpd, the handler, SQLite), fed seeded
 /// mutations of raw HTTP/1.1 requests: request lines, headers, lying Content-Lengths, chunked and
-/// pipelined bodies. Every answer must be below 500 (but libmicrohttpd's own 505 for a request line
-/// naming another HTTP version), or the connection closed without one; no connection may hang;
-/// afterwards the server still pushes and pulls, and holds no request.
+/// pipelined bodies, heads framed two ways (request smuggling) or naming two callers. Every answer
+/// must be below 500 (but libmicrohttpd's own 505 for a request line naming another HTTP version),
+/// or the connection closed without one; a strictly well-formed head framed two ways gets only 4xx
+/// answers (its hidden request is never served); no connection may hang; afterwards the server
+/// still pushes and pulls, and holds no request. Every eighth request is sent in pieces, a pause
+/// between them.
 ///
 /// A request left incomplete (a head without its end, a body shorter than its Content-Length) is
 /// closed by libmicrohttpd when the connection times out (1 s here), not when the client stops
@@ -69,6 +72,10 @@ final class FuzzedLiveServer: Sendable {
         "GET http://127.0.0.1/v1/health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
         "OPTIONS * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
         "GET /v1/pull HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nX-Folded: a\r\n b\r\nConnection: close\r\n\r\n",
+        "POST /v1/push HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}GET /v1/health HTTP/1.1\r\nHost: a\r\n\r\n",
+        "POST /v1/push HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: a\r\n\r\n",
+        "POST /v1/push HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n",
+        "GET /v1/session HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nAuthorization: Bearer ana\r\nAuthorization: Bearer ben\r\n\r\n",
     ].map { Array($0.utf8) }
 
     /// The words of HTTP/1.1 framing, and the HTTP target's words.
@@ -76,31 +83,54 @@ final class FuzzedLiveServer: Sendable {
         "\r\n", "\r\n\r\n", " HTTP/1.1", " HTTP/1.0", " HTTP/2.0", "Content-Length: ", "Content-Length: 99999999999999999999\r\n",
         "Content-Length: -1\r\n", "Transfer-Encoding: chunked\r\n", "0\r\n\r\n", "ffffffffffffffff\r\n", "Expect: 100-continue\r\n",
         "Connection: keep-alive\r\n", "Host: \r\n", ": ", "GET / HTTP/1.1\r\n\r\n", "Content-Encoding: zstd\r\n",
+        "Content-Length: 5\r\n", "Transfer-Encoding: gzip\r\n", "Authorization: Bearer ben\r\n",
     ].map { Array($0.utf8) } + [[0x28, 0xB5, 0x2F, 0xFD]]
 
     /// Requests sent at once before their answers are read.
     static let batchSize = 100
 
-    /// Sends each request on a new connection, says each has sent all, then reads each until the
-    /// server closes: `nil` for a request whose answers are all below 500 (or that got none),
-    /// otherwise what is wrong.
-    func problems(sending requests: [[UInt8]]) -> [String?] {
-        let connections = requests.map { request -> Result<RawHTTPConnection, any Error> in
+    /// Sends each request on a new connection (every `piecewiseEvery`th in pieces), says each has
+    /// sent all, then reads each until the server closes: `nil` for a request whose answers are all
+    /// below 500 (or that got none) and, for a head framed two ways, all 4xx; otherwise what is wrong.
+    func problems(sending requests: [[UInt8]], piecewiseEvery: Int = 8) -> [String?] {
+        let connections = requests.enumerated().map { index, request -> Result<RawHTTPConnection, any Error> in
             Result {
                 let connection = try RawHTTPConnection(port: server.port, receiveTimeoutSeconds: Self.answerTimeoutSeconds)
                 // A server that closes early (a refused head) makes the rest of the send fail: not a finding.
-                try? connection.send(request)
+                for piece in index % piecewiseEvery == 0 ? Self.pieces(of: request) : [request[...]] {
+                    if piece.startIndex > 0 { usleep(Self.pauseBetweenPieces) }
+                    try? connection.send(Array(piece))
+                }
                 connection.finishSending()
                 return connection
             }
         }
-        return connections.map { connection in
+        return zip(requests, connections).map { request, connection in
             do {
-                return Self.problem(with: try connection.get().readUntilClosed())
+                let stream = try connection.get().readUntilClosed()
+                return Self.problem(with: stream) ?? Self.smugglingProblem(with: stream, to: request)
             } catch {
                 return "no answer and no close within \(Self.answerTimeoutSeconds) s: \(error)"
             }
         }
+    }
+
+    /// Microseconds between the pieces of a request sent in pieces: well under the 1 s timeout.
+    static let pauseBetweenPieces: UInt32 = 30_000
+
+    /// The request cut after its first byte and at its thirds: a head arriving in parts.
+    static func pieces(of request: [UInt8]) -> [ArraySlice<UInt8>] {
+        let cuts = Set([0, 1, request.count / 3, 2 * request.count / 3, request.count]).sorted()
+        return zip(cuts, cuts.dropFirst()).compactMap { start, end in start < end ? request[start..<end] : nil }
+    }
+
+    /// What is wrong with the answers to a request whose head is framed two ways or names two
+    /// callers: anything but 4xx answers means the body's hidden request may have been served.
+    static func smugglingProblem(with stream: [UInt8], to request: [UInt8]) -> String? {
+        guard let head = StrictHead(request), head.isAmbiguous else { return nil }
+        let statuses = statuses(in: stream)
+        guard statuses.isEmpty || statuses.contains(where: { !(400...499).contains($0) }) else { return nil }
+        return "a head framed two ways was answered \(statuses): \(FuzzFinding.preview(Array(stream.prefix(300))))"
     }
 
     /// What is wrong with what a server sent on one connection: `nil` when every answer is below 500.
@@ -151,5 +181,46 @@ final class FuzzedLiveServer: Sendable {
         let head = "\(requestLine) HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-API-Key: k\r\nAuthorization: Bearer after\r\nContent-Length: \(body.count)\r\n\r\n"
         try connection.send(Array(head.utf8) + body)
         return try connection.readResponse()
+    }
+}
+
+/// A request's first head when it is strictly well formed (a request line `METHOD target HTTP/1.x`,
+/// CRLF line ends, `token: value` fields, no folded lines): one libmicrohttpd reads as this does.
+/// A head less strict is left to the other oracles.
+struct StrictHead {
+    /// Field values by lowercased name, in order.
+    var fields: [(name: String, value: String)] = []
+
+    init?(_ request: [UInt8]) {
+        guard let end = request.firstRange(of: Array("\r\n\r\n".utf8)) else { return nil }
+        let head = request[..<end.lowerBound]
+        guard !head.contains(where: { $0 == 0 || $0 >= 0x80 }) else { return nil }
+        let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
+        guard !lines.contains(where: { $0.contains("\n") || $0.contains("\r") }),
+              let requestLine = lines.first, Self.isRequestLine(requestLine) else { return nil }
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":"), Self.isToken(line[..<colon]) else { return nil }
+            fields.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+    }
+
+    /// Two Content-Lengths, two Transfer-Encodings or two Authorizations; Transfer-Encoding with
+    /// Content-Length, or other than chunked.
+    var isAmbiguous: Bool {
+        let counts = Dictionary(fields.map { ($0.name, 1) }, uniquingKeysWith: +)
+        if ["content-length", "transfer-encoding", "authorization"].contains(where: { counts[$0, default: 0] > 1 }) { return true }
+        guard let coding = fields.first(where: { $0.name == "transfer-encoding" })?.value else { return false }
+        return counts["content-length"] != nil || coding.lowercased() != "chunked"
+    }
+
+    private static func isRequestLine(_ line: String) -> Bool {
+        let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+        return parts.count == 3 && isToken(parts[0]) && !parts[1].isEmpty && (parts[2] == "HTTP/1.1" || parts[2] == "HTTP/1.0")
+    }
+
+    private static func isToken(_ text: Substring) -> Bool {
+        !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
+            ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar)
+        }
     }
 }

@@ -394,19 +394,3 @@ final class Flag: Sendable {
     var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
     func set() { value.store(true, ordering: .sequentiallyConsistent) }
 }
-
-#if os(Linux)
-/// The local addresses (hex, as /proc/net/tcp writes them) listening on `port`.
-func listeningAddresses(port: UInt16) throws -> [String] {
-    // Read to the end: /proc files report no size, and a busy table is longer than one read.
-    guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { throw TestFailure(description: "no /proc/net/tcp") }
-    defer { try? file.close() }
-    let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
-    let portSuffix = ":" + String(format: "%04X", port)
-    return table.split(separator: "\n").dropFirst().compactMap { line in
-        let fields = line.split(separator: " ")
-        guard fields.count > 3, fields[1].hasSuffix(portSuffix), fields[3] == "0A" else { return nil }
-        return String(fields[1].dropLast(portSuffix.count))
-    }
-}
-#endif

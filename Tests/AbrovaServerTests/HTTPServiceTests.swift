@@ -15,10 +15,10 @@ final class LiveServer: Sendable {
 
     init(_ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), body: BodyLimits = BodyLimits(),
          http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
-         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
+         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         fixture = try ServiceFixture(kind, rules: rules, limits: limits, afterPushCommit: afterPushCommit)
         let authenticator = ConfiguredAuthenticator(apiKeys: [Self.apiKey], tokens: ["token-ana": "ana", "token-ben": "ben"])
-        let handler = SyncHTTPHandler(service: fixture.service, authenticator: authenticator, limits: body)
+        let handler = SyncHTTPHandler(service: fixture.service, authenticator: authenticator, limits: body, log: log)
         server = try HTTPServer(configuration: http) { handler.handle($0) }
     }
 
@@ -149,7 +149,7 @@ extension ServerSuites {
             try noKey.send("GET /v1/pull HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-ana\r\n\r\n")
             #expect(try noKey.readResponse().status == 401)
             #expect(try live.send("GET", "/v1/pull", as: "nobody").status == 401)
-            #expect(try live.send("GET", "/v1/pull", headers: ["Authorization": "Basic YTpi"]).status == 401)
+            #expect(try live.send("GET", "/v1/pull", as: nil, headers: ["Authorization": "Basic YTpi"]).status == 401)
             #expect(try live.push(makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1), as: "anonymous").status == 401)
             #expect(try live.send("DELETE", "/v1/docs/carts/c1").status == 405)
             #expect(try live.send("GET", "/v2/anything").status == 404)
@@ -276,6 +276,28 @@ extension ServerSuites {
             for document in final {
                 #expect(document.state.document?[path("items")]?.arrayValue?.count == clients * batches)
             }
+        }
+
+        @Test func whatTheClientSentIsLoggedEscapedEvenWithoutCredentials() throws {
+            let lines = Locked<[String]>([])
+            let live = try LiveServer(.sqlite, log: { line in lines.update { $0.append(line) } })
+            let connection = try RawHTTPConnection(port: live.server.port)
+            try connection.send(Array("GET /v1/\u{1b}[31mred\u{7}\\x1b\u{7f} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8))
+            #expect(try connection.readResponse().status == 404)
+            let line = try #require(lines.value.first)
+            #expect(line.hasPrefix(#"GET /v1/\x1b[31mred\x07\\x1b\x7f 404 "#), "\(line)")
+            #expect(!line.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F })
+        }
+
+        @Test func aDevelopmentCallerIsLoggedEscaped() throws {
+            let lines = Locked<[String]>([])
+            let fixture = try ServiceFixture(.sqlite)
+            let handler = SyncHTTPHandler(service: fixture.service, authenticator: DevelopmentAuthenticator(),
+                                          log: { line in lines.update { $0.append(line) } })
+            let response = handler.handle(HTTPRequest(path: "/v1/session", headers: ["x-api-key": "k", "authorization": "Bearer ana\u{1b}[2J\u{9b}\n"]))
+            #expect(response.status == 200)
+            let line = try #require(lines.value.first)
+            #expect(line.hasSuffix(#"caller=ana\x1b[2J\u{9b}\x0a"#), "\(line)")
         }
     }
 }

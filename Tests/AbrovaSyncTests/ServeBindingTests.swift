@@ -1,0 +1,78 @@
+import AbrovaTestSupport
+import Foundation
+import Testing
+
+#if os(Linux)
+/// Where `abrova serve` listens. Development mode (no `--auth`) lets anyone act as any user, so it
+/// binds 127.0.0.1 unless `--dev-on-all-interfaces` says otherwise, and then it warns.
+@Suite(.timeLimit(.minutes(2))) struct ServeBindingTests {
+    static let loopback = "0100007F"
+    static let everyInterface = "00000000"
+
+    @Test func developmentModeListensOnLoopbackOnly() async throws {
+        let server = try await ServedCLI.start([])
+        #expect(Set(try listeningAddresses(port: server.port)) == [Self.loopback])
+        #expect(server.log.contains("(127.0.0.1 only) on port"))
+        await server.stop()
+    }
+
+    @Test func devOnAllInterfacesListensEverywhereAndWarns() async throws {
+        let server = try await ServedCLI.start(["--dev-on-all-interfaces"])
+        #expect(Set(try listeningAddresses(port: server.port)) == [Self.everyInterface])
+        #expect(server.log.contains("WARNING: --dev-on-all-interfaces"))
+        await server.stop()
+    }
+
+    @Test func withAuthEveryInterfaceUnlessLoopback() async throws {
+        let everywhere = try await ServedCLI.start([], withAuth: true)
+        #expect(Set(try listeningAddresses(port: everywhere.port)) == [Self.everyInterface])
+        #expect(!everywhere.log.contains("development mode"))
+        await everywhere.stop()
+        let loopback = try await ServedCLI.start(["--loopback"], withAuth: true)
+        #expect(Set(try listeningAddresses(port: loopback.port)) == [Self.loopback])
+        await loopback.stop()
+    }
+
+    @Test func devOnAllInterfacesWithAuthIsRefused() async throws {
+        let folder = TemporaryFolder()
+        let child = try ChildProcess("abrova", ["serve", "--port", "0", "--database", folder.path("x.sqlite"),
+                                                "--auth", try ServedCLI.writeAuthFile(in: folder), "--dev-on-all-interfaces"],
+                                     logPath: folder.path("serve.log"))
+        #expect(await child.waitUntilExit(limit: .seconds(30)) == 2)
+        #expect(child.log.contains("--dev-on-all-interfaces is for development mode"))
+    }
+}
+
+/// `abrova serve --port 0` on a database in a temporary folder, started once it says its port.
+private struct ServedCLI {
+    let folder: TemporaryFolder
+    let child: ChildProcess
+    let port: UInt16
+    var log: String { child.log }
+
+    static func start(_ arguments: [String], withAuth: Bool = false) async throws -> ServedCLI {
+        let folder = TemporaryFolder()
+        var all = ["serve", "--port", "0", "--database", folder.path("serve.sqlite")] + arguments
+        if withAuth { all += ["--auth", try writeAuthFile(in: folder)] }
+        let child = try ChildProcess("abrova", all, logPath: folder.path("serve.log"))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline && child.isRunning {
+            if let range = child.log.range(of: #"on port \d+"#, options: .regularExpression),
+               let port = UInt16(child.log[range].split(separator: " ").last ?? "") {
+                return ServedCLI(folder: folder, child: child, port: port)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        child.kill()
+        throw Failure("abrova serve did not start: \(child.log)")
+    }
+
+    static func writeAuthFile(in folder: TemporaryFolder) throws -> String {
+        let path = folder.path("auth.json")
+        try Data(#"{"apiKeys":["k"],"tokens":{"t":"ana"}}"#.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    func stop() async { await child.stop() }
+}
+#endif
