@@ -136,8 +136,8 @@ public final class SyncService: Sendable {
     /// Rules come first (Spec/security.md): the join is made without the size limit, the write
     /// rule is checked on its result, and only then the size and the collection's validation. A
     /// caller who may not read the document as the server has it learns nothing of it: a refusal
-    /// reads as if it did not exist, and an applied change is answered with what it wrote alone,
-    /// without conflicts (whose server values are the document's).
+    /// reads as if it did not exist, and an applied change is answered without state or conflicts
+    /// (whose server values are the document's).
     private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
                        at now: Date, in transaction: any ServerTransaction) throws -> ChangeResult {
         let rules = rules.rules(for: change.key.collection)
