@@ -22,6 +22,7 @@ struct ServeOptions {
     var maximumBodyBytes: Int?
     var maximumBatchChanges = WireLimits().maximumChanges
     var maximumPageBytes = WireLimits().maximumPageBytes
+    var maximumConnectionsPerAddress = 256
 
     /// Whether the server binds 127.0.0.1 only. Development mode lets anyone act as any user, so it
     /// stays on this machine unless asked for by a flag that says so.
@@ -63,7 +64,8 @@ func runServer(_ options: ServeOptions) throws {
     let limits = WireLimits(maximumChanges: options.maximumBatchChanges, maximumPageBytes: options.maximumPageBytes)
     let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
         limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
-    var http = HTTPServerConfiguration(port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly)
+    var http = HTTPServerConfiguration(port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly,
+                                       maximumConnectionsPerAddress: options.maximumConnectionsPerAddress)
     var bodyLimits = BodyLimits(maximumBodyBytes: http.maximumBodyBytes)
     if let bytes = options.maximumBodyBytes {
         http.maximumBodyBytes = bytes

@@ -17,7 +17,7 @@ let serveUsage = """
     usage: abrova serve [--port N] [--database PATH | --postgres URL [--connections N]]
                         [--rules FILE] [--auth FILE] [--threads N] [--retention-days N] [--loopback]
                         [--dev-on-all-interfaces] [--max-body-bytes N] [--max-batch-changes N]
-                        [--max-page-bytes N]
+                        [--max-page-bytes N] [--max-connections-per-address N]
 
       --port N            port to listen on (default 8080; 0 picks a free one)
       --database PATH     the SQLite database, created when missing (default ./abrova.sqlite)
@@ -37,6 +37,8 @@ let serveUsage = """
                           sent, 32 MiB decompressed); announced in /v1/health with the next two
       --max-batch-changes N  the most changes in one pushed batch (default 1000)
       --max-page-bytes N  the most bytes of documents in one pulled page (default 8388608)
+      --max-connections-per-address N  connections one client address may hold open (default
+                          256; 0: no limit; behind a proxy every client has the proxy's address)
     """
 
 func fail(_ message: String) -> Never {
@@ -104,6 +106,11 @@ while !arguments.isEmpty {
     case "--max-batch-changes":
         guard let changes = Int(value), changes > 0 else { fail("--max-batch-changes takes a positive number") }
         options.maximumBatchChanges = changes
+    case "--max-connections-per-address":
+        guard let count = Int(value), count >= 0, count <= Int(UInt32.max) else {
+            fail("--max-connections-per-address takes a number, 0 for no limit")
+        }
+        options.maximumConnectionsPerAddress = count
     case "--max-page-bytes":
         guard let bytes = Int(value), bytes > 0 else { fail("--max-page-bytes takes a positive number of bytes") }
         options.maximumPageBytes = bytes

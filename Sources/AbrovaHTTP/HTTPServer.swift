@@ -59,6 +59,7 @@ public final class HTTPServer: Sendable {
             UInt32(configuration.threadCount),
             UInt32(configuration.connectionTimeoutSeconds),
             connectionMemoryLimit,
+            UInt32(configuration.maximumConnectionsPerAddress),
             accessCallback,
             completedCallback,
             Unmanaged.passUnretained(core).toOpaque(),
@@ -77,7 +78,8 @@ public final class HTTPServer: Sendable {
         shutdown()
     }
 
-    /// Requests being handled now: from their headers' arrival until their answer is sent.
+    /// Requests being answered now, each holding a slot: from the end of their body until their
+    /// answer is sent.
     public var requestsInFlight: Int {
         core.admittedRequests.load(ordering: .relaxed)
     }
@@ -124,6 +126,9 @@ extension HTTPServerConfiguration {
         }
         guard maximumBodyBytes >= 0 else {
             throw HTTPServerError(message: "maximumBodyBytes must not be negative, not \(maximumBodyBytes)")
+        }
+        guard (0...Int(UInt32.max)).contains(maximumConnectionsPerAddress) else {
+            throw HTTPServerError(message: "maximumConnectionsPerAddress must be between 0 and \(UInt32.max), not \(maximumConnectionsPerAddress)")
         }
         guard maximumConcurrentRequests >= 1 else {
             throw HTTPServerError(message: "maximumConcurrentRequests must be at least 1, not \(maximumConcurrentRequests)")
@@ -214,6 +219,7 @@ private final class ServerCore: Sendable {
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
     let maximumBodyBytes: Int
     let maximumConcurrentRequests: Int
+    let unthrottledPaths: Set<String>
     /// Requests past the admission checks and not yet completed (`maximumConcurrentRequests`).
     let admittedRequests = Atomic<Int>(0)
     /// Requests whose body is in and whose answer is not yet sent: `shutdown` waits for these.
@@ -226,6 +232,7 @@ private final class ServerCore: Sendable {
         self.handler = handler
         self.maximumBodyBytes = configuration.maximumBodyBytes
         self.maximumConcurrentRequests = configuration.maximumConcurrentRequests
+        unthrottledPaths = configuration.unthrottledPaths
     }
 
     /// libmicrohttpd calls this once when the headers are in, once per part of the body, and once
@@ -270,13 +277,10 @@ private final class ServerCore: Sendable {
         if let declared = state.headers["content-length"], exceeds(declared, maximumBodyBytes) {
             return respond(.tooLarge(maximumBodyBytes), to: state, on: connection)
         }
-        if admittedRequests.add(1, ordering: .relaxed).newValue > maximumConcurrentRequests {
-            admittedRequests.subtract(1, ordering: .relaxed)
-            return respond(.tooManyRequests(maximumConcurrentRequests), to: state, on: connection)
-        }
-        state.isAdmitted = true
+        // Room for a declared body, up to a mebibyte: a client that declares much and sends
+        // little must not make the server hold what it never sent.
         if let declared = state.headers["content-length"].flatMap({ Int($0) }) {
-            state.body.reserveCapacity(declared)
+            state.body.reserveCapacity(Swift.min(declared, 1 << 20))
         }
         return true
     }
@@ -303,6 +307,15 @@ private final class ServerCore: Sendable {
     private func answer(_ state: RequestState, on connection: OpaquePointer) -> Bool {
         if state.isTooLarge {
             return respond(.tooLarge(maximumBodyBytes), to: state, on: connection)
+        }
+        // The slot is taken once the request is whole: a client that stalls in its headers or
+        // its body holds a connection, never a slot.
+        if !unthrottledPaths.contains(state.path) {
+            if admittedRequests.add(1, ordering: .relaxed).newValue > maximumConcurrentRequests {
+                admittedRequests.subtract(1, ordering: .relaxed)
+                return respond(.tooManyRequests(maximumConcurrentRequests), to: state, on: connection)
+            }
+            state.isAdmitted = true
         }
         answeringRequests.add(1, ordering: .sequentiallyConsistent)
         state.isAnswering = true

@@ -7,9 +7,16 @@ public struct HTTPServerConfiguration: Sendable {
     public var threadCount: Int
     /// The largest request body accepted; a larger one is answered with 413.
     public var maximumBodyBytes: Int
-    /// The most requests in flight at once, each counted from its headers' arrival until its answer
-    /// is sent; one more is answered with 429 and `Retry-After: 1`.
+    /// The most requests being answered at once, each counted from the end of its body (a client
+    /// still sending holds no slot) until its answer is sent; one more is answered with 429 and
+    /// `Retry-After: 1`. Requests for `unthrottledPaths` are not counted.
     public var maximumConcurrentRequests: Int
+    /// Paths answered whatever the load (cheap probes: a load balancer's health check must not
+    /// read an overloaded server as down).
+    public var unthrottledPaths: Set<String>
+    /// The most connections one client address may hold open (0: no limit); one more is closed
+    /// at once.
+    public var maximumConnectionsPerAddress: Int
     /// How long an idle connection stays open, in seconds (0: no limit).
     public var connectionTimeoutSeconds: Int
     /// Binds 127.0.0.1 only, when true; otherwise every IPv4 address.
@@ -22,8 +29,12 @@ public struct HTTPServerConfiguration: Sendable {
         maximumBodyBytes: Int = 16 * 1024 * 1024,
         maximumConcurrentRequests: Int = 64,
         connectionTimeoutSeconds: Int = 30,
-        loopbackOnly: Bool = false
+        loopbackOnly: Bool = false,
+        unthrottledPaths: Set<String> = ["/v1/health"],
+        maximumConnectionsPerAddress: Int = 0
     ) {
+        self.unthrottledPaths = unthrottledPaths
+        self.maximumConnectionsPerAddress = maximumConnectionsPerAddress
         self.port = port
         self.threadCount = threadCount
         self.maximumBodyBytes = maximumBodyBytes

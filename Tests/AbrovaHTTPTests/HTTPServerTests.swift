@@ -273,7 +273,7 @@ import Darwin
             try connection.send("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "x", count: 100))
         }
         try await waitUntil { server.liveRequestStates == 5 }
-        #expect(server.requestsInFlight == 5)
+        #expect(server.requestsInFlight == 0, "an unfinished upload holds a request slot")
         for connection in connections { connection.close() }  // each body unfinished
         try await waitUntil { server.liveRequestStates == 0 && server.requestsInFlight == 0 }
         server.shutdown()

@@ -1,5 +1,6 @@
 import AbrovaHTTP
 import AbrovaTestSupport
+import Dispatch
 import Foundation
 import Testing
 
@@ -31,6 +32,74 @@ import Testing
         #expect(status == 200)
         #expect(waited < .milliseconds(900), "a normal request waited \(waited) behind stalled ones")
         #expect(closed == 40)
+        server.shutdown()
+    }
+
+    @Test func stalledUploadsHoldNoRequestSlotAndHealthIsAnsweredWhateverTheLoad() async throws {
+        let gate = DispatchSemaphore(value: 0)
+        let server = try HTTPServer(configuration: HTTPServerConfiguration(
+            threadCount: 4, maximumConcurrentRequests: 2, loopbackOnly: true)) { request in
+            if request.path == "/slow" { _ = gate.wait(timeout: .now() + 20) }
+            return HTTPResponse(status: 200, body: Array("ok".utf8))
+        }
+        let port = server.port
+        let statuses = try await onNewThread { () -> [Int] in
+            // Eight clients declare a body and stall in it: before, each held a slot from its headers on.
+            let stalled = try (0..<8).map { _ in
+                let connection = try RawHTTPConnection(port: port)
+                try connection.send("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\nabc")
+                return connection
+            }
+            Thread.sleep(forTimeInterval: 0.2)
+            func get(_ path: String) throws -> Int {
+                let connection = try RawHTTPConnection(port: port)
+                try connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                return try connection.readResponse().status
+            }
+            let despiteUploads = try get("/other")
+            // Two slow requests take both slots: another request waits its turn (429), health does not.
+            let slow = (0..<2).map { _ in
+                let connection = try? RawHTTPConnection(port: port)
+                try? connection?.send("GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return connection
+            }
+            Thread.sleep(forTimeInterval: 0.3)
+            let busy = try get("/other")
+            let health = try get("/v1/health")
+            gate.signal()
+            gate.signal()
+            _ = slow.map { try? $0?.readResponse() }
+            _ = stalled.count
+            return [despiteUploads, busy, health]
+        }
+        #expect(statuses == [200, 429, 200])
+        server.shutdown()
+    }
+
+    @Test func oneAddressHoldsNoMoreConnectionsThanItsLimit() async throws {
+        let server = try HTTPServer(configuration: HTTPServerConfiguration(
+            threadCount: 2, loopbackOnly: true, maximumConnectionsPerAddress: 3)) { _ in
+            HTTPResponse(status: 200, body: Array("ok".utf8))
+        }
+        let port = server.port
+        let (kept, refused) = try await onNewThread { () -> (Int, Bool) in
+            let idle = try (0..<3).map { _ in try RawHTTPConnection(port: port) }
+            Thread.sleep(forTimeInterval: 0.2)
+            let extra = try RawHTTPConnection(port: port)
+            let refused = (try? { () throws -> Int in
+                try extra.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                return try extra.readResponse().status
+            }()) == nil
+            // Once one closes, a new one is served.
+            try idle[0].send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let first = try idle[0].readResponse().status
+            Thread.sleep(forTimeInterval: 0.2)
+            let again = try RawHTTPConnection(port: port)
+            try again.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            return (first + (try again.readResponse().status), refused)
+        }
+        #expect(refused, "a fourth connection of one address was served")
+        #expect(kept == 400)
         server.shutdown()
     }
 
