@@ -25,13 +25,13 @@ struct PullMemoryBenchmarks {
         defer { server.stop() }
         let pid = try Self.serverProcess(using: database)
         try fill(server.port, documents: documents)
-        let idle = Self.statusKiB(pid, "VmRSS")
+        let idle = InitialSyncDevice.residentKiB("VmRSS", of: "\(pid)")
         print("pull memory: \(documents) documents of \(Self.documentBytes / 1_000) kB, server idle at \(idle / 1024) MiB")
         for clients in [1, 8] {
             Self.resetPeak(pid)
             let port = server.port
             _ = try runConcurrently(clients) { _ in try Self.pullAll(port) }
-            let growth = max(0, Self.statusKiB(pid, "VmHWM") - idle) * 1024
+            let growth = max(0, InitialSyncDevice.residentKiB("VmHWM", of: "\(pid)") - idle) * 1024
             let budget = clients * Self.pageBudget
             let ratio = Double(growth) / Double(budget)
             report.add(BenchmarkRow(name: "server: peak memory over idle, \(clients) concurrent pull(s) of \(documents) × \(Self.documentBytes / 1_000) kB",
@@ -79,13 +79,6 @@ struct PullMemoryBenchmarks {
             if arguments.first?.hasSuffix("/abrova") == true, arguments.contains(database) { return pid }
         }
         throw BenchmarkFailure("the abrova serve process on \(database) was not found")
-    }
-
-    /// A line of /proc/PID/status in KiB.
-    private static func statusKiB(_ pid: Int32, _ name: String) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
-        return Int(line.split(whereSeparator: \.isWhitespace).dropFirst().first ?? "") ?? 0
     }
 
     /// Starts VmHWM again from the current resident size (clear_refs 5).

@@ -299,9 +299,10 @@ enum InitialSyncDevice {
         #endif
     }
 
-    /// A line of /proc/self/status in KiB (0 where there is none, as off Linux).
-    static func residentKiB(_ name: String) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+    /// A line of /proc/PROCESS/status in KiB (this process's by default; 0 where there is none,
+    /// as off Linux).
+    static func residentKiB(_ name: String, of process: String = "self") -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
         return Int(line.split(whereSeparator: \.isWhitespace).dropFirst().first ?? "") ?? 0
     }

@@ -597,6 +597,11 @@ extension LocalStore {
     }
 
     func setMeta(_ key: String, _ value: String, in database: Database) throws {
+        try Self.setMeta(key, value, in: database)
+    }
+
+    /// `setMeta` where there is no store yet (while it opens).
+    static func setMeta(_ key: String, _ value: String, in database: Database) throws {
         try database.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                          [.text(key), .text(value)])
     }
@@ -630,7 +635,6 @@ extension LocalStore {
     }
 
     static func writeOwner(_ user: String?, in database: Database) throws {
-        try database.run("INSERT INTO meta (key, value) VALUES ('owner', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                         [.text((user.map(Value.string) ?? .null).canonicalJSON)])
+        try setMeta("owner", (user.map(Value.string) ?? .null).canonicalJSON, in: database)
     }
 }

@@ -30,6 +30,8 @@ public final class AbrovaSync: Sendable {
     private let configuredOwner = Guarded<String??>(nil)
     /// The streams, listeners and callbacks, kept across users.
     let outputs = SyncOutputs()
+    /// This instance, weakly, for the engines it makes (set once it is initialized).
+    private let reference = Guarded(InstanceReference())
     private let transport: any SyncTransport
     private let token: Guarded<String?>
     private let pendingCounter: Task<Void, Never>
@@ -82,8 +84,7 @@ public final class AbrovaSync: Sendable {
         // A configured user is named; without one the store's user is whoever it belongs to.
         let named: String?? = config.userId.map { .some($0) } ?? nil
         let store = try Self.openStore(for: named, configuration: config, configuredOwner: configuredOwner)
-        let placeholder = Guarded(InstanceReference())
-        let first = UserSession(store: store, engine: Self.makeEngine(store, transport, config, outputs, instance: placeholder))
+        let first = UserSession(store: store, engine: Self.makeEngine(store, transport, config, outputs, instance: reference))
         current = Guarded(first)
         sessions = Broadcaster(initial: first)
         // The pending count follows the current store's count of unsent writes, live and exact.
@@ -96,7 +97,7 @@ public final class AbrovaSync: Sendable {
             }
         }
         platformSignals = PlatformSignals { [weak current] in current?.value.engine }
-        placeholder.value = InstanceReference(value: self)
+        reference.value = InstanceReference(value: self)
         let engine = first.engine
         Task { await engine.sync() }
     }
@@ -229,8 +230,7 @@ public final class AbrovaSync: Sendable {
         }
         if old.store.path == configuration.storePath { configuredOwner.value = owner }
         let store = try Self.openStore(for: .some(user), configuration: configuration, configuredOwner: configuredOwner)
-        let instance = Guarded(InstanceReference(value: self))
-        let session = UserSession(store: store, engine: Self.makeEngine(store, transport, configuration, outputs, instance: instance))
+        let session = UserSession(store: store, engine: Self.makeEngine(store, transport, configuration, outputs, instance: reference))
         // The old engine's last requests go out with the old token; the new engine's first with
         // the new one.
         await old.engine.close()

@@ -124,8 +124,7 @@ public struct AbrovaSyncConfig: Sendable {
     func storePath(ofAnotherUser user: String?) throws(AbrovaSyncError) -> String {
         let name = user.map(AbrovaSyncConfigBuilder.fileName) ?? "~anonymous"
         guard choseStorePath else {
-            let folder = URL(fileURLWithPath: try AbrovaSyncConfigBuilder.defaultStorePath(apiKey: apiKey, userId: "x")).deletingLastPathComponent()
-            return folder.appendingPathComponent(name + ".sqlite").path
+            return try AbrovaSyncConfigBuilder.defaultStoreFolder(apiKey: apiKey).appendingPathComponent(name + ".sqlite").path
         }
         let chosen = URL(fileURLWithPath: storePath)
         let stem = chosen.pathExtension.isEmpty ? chosen.lastPathComponent : chosen.deletingPathExtension().lastPathComponent
@@ -246,6 +245,13 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     ///
     /// - Throws: `AbrovaSyncError` `.configuration` when the folder cannot be made.
     static func defaultStorePath(apiKey: String, userId: String?) throws(AbrovaSyncError) -> String {
+        try defaultStoreFolder(apiKey: apiKey).appendingPathComponent(fileName(userId ?? "default") + ".sqlite").path
+    }
+
+    /// The folder of this app's default stores (see `defaultStorePath`), made when missing.
+    ///
+    /// - Throws: `AbrovaSyncError` `.configuration` when it cannot be made.
+    static func defaultStoreFolder(apiKey: String) throws(AbrovaSyncError) -> URL {
         let base: URL
         #if canImport(Darwin)
         base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
@@ -260,7 +266,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
         } catch {
             throw AbrovaSyncError(.configuration, message: "the store's folder \(folder.path) cannot be made: \(error.localizedDescription)")
         }
-        return folder.appendingPathComponent(fileName(userId ?? "default") + ".sqlite").path
+        return folder
     }
 
     /// `text` as a file name: letters, digits, `-` and `_` as they are, any other byte as `~XX`
