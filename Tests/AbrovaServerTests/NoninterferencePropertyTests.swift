@@ -16,7 +16,7 @@ import Testing
 /// Ben may write but not read, whether an id he writes to exists (an update applies or is
 /// refused as missing) and conflicts under `manual`.
 @Suite struct NoninterferencePropertyTests {
-    enum Step: CustomStringConvertible {
+    enum Step: CustomStringConvertible, Sendable {
         /// Ana writes `first` in one server and `second` in the other, to hidden documents.
         case secret(first: Write, second: Write)
         /// Ben pushes a change, reads a document or pulls everything.
@@ -34,7 +34,7 @@ import Testing
         }
     }
 
-    struct Write: CustomStringConvertible {
+    struct Write: CustomStringConvertible, Sendable {
         enum Kind { case create, update, delete, pad, setAdd, setRemove }
         var collection: String
         var id: String
@@ -56,7 +56,7 @@ import Testing
         }
     }
 
-    struct Script: CustomStringConvertible {
+    struct Script: CustomStringConvertible, Sendable {
         var privateWrite: PresetRules.WriteAccess
         var sharedRead: PresetRules.ReadAccess
         var steps: [Step]
@@ -168,7 +168,9 @@ import Testing
     @Test func benSeesTheSameWhateverAnaKeepsFromHim() async {
         let failure = await Property.check("noninterference", cases: 300, generate: Self.generate) { script in
             do {
-                return try Self.run(script)
+                // Seconds of SQLite work with megabyte pads: on a thread of its own, not one of the
+                // two that run every other test's tasks.
+                return try await onNewThread { try Self.run(script) }
             } catch {
                 return "threw \(error)"
             }
