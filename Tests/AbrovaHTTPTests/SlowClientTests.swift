@@ -37,9 +37,13 @@ import Testing
 
     @Test func stalledUploadsHoldNoRequestSlotAndHealthIsAnsweredWhateverTheLoad() async throws {
         let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
         let server = try HTTPServer(configuration: HTTPServerConfiguration(
             threadCount: 4, maximumConcurrentRequests: 2, loopbackOnly: true)) { request in
-            if request.path == "/slow" { _ = gate.wait(timeout: .now() + 20) }
+            if request.path == "/slow" {
+                entered.signal()
+                _ = gate.wait(timeout: .now() + 20)
+            }
             return HTTPResponse(status: 200, body: Array("ok".utf8))
         }
         let port = server.port
@@ -63,7 +67,7 @@ import Testing
                 try? connection?.send("GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 return connection
             }
-            Thread.sleep(forTimeInterval: 0.3)
+            for _ in 0..<2 { _ = entered.wait(timeout: .now() + 20) }  // both slots taken
             let busy = try get("/other")
             let health = try get("/v1/health")
             gate.signal()
@@ -83,8 +87,13 @@ import Testing
         }
         let port = server.port
         let (kept, refused) = try await onNewThread { () -> (Int, Bool) in
-            let idle = try (0..<3).map { _ in try RawHTTPConnection(port: port) }
-            Thread.sleep(forTimeInterval: 0.2)
+            // Three connections, each surely accepted (answered once, kept open).
+            let idle = try (0..<3).map { _ in
+                let connection = try RawHTTPConnection(port: port)
+                try connection.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                _ = try connection.readResponse()
+                return connection
+            }
             let extra = try RawHTTPConnection(port: port)
             let refused = (try? { () throws -> Int in
                 try extra.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
@@ -93,10 +102,17 @@ import Testing
             // Once one closes, a new one is served.
             try idle[0].send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             let first = try idle[0].readResponse().status
-            Thread.sleep(forTimeInterval: 0.2)
-            let again = try RawHTTPConnection(port: port)
-            try again.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            return (first + (try again.readResponse().status), refused)
+            // The server counts the closed one out soon after; a new one is served from then on.
+            var again = 0
+            for _ in 0..<100 where again == 0 {
+                Thread.sleep(forTimeInterval: 0.05)
+                again = (try? { () throws -> Int in
+                    let connection = try RawHTTPConnection(port: port)
+                    try connection.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    return try connection.readResponse().status
+                }()) ?? 0
+            }
+            return (first + again, refused)
         }
         #expect(refused, "a fourth connection of one address was served")
         #expect(kept == 400)
