@@ -18,8 +18,9 @@ public final class PostgresServerStore: ServerStore, Sendable {
     /// schemas of one database (several apps, parallel tests) never wait for each other.
     private let writeLock: Int64
 
-    /// The schema version this code writes, kept in `abrova_meta`.
-    static let schemaVersion: Int64 = 1
+    /// The schema version this code writes, kept in `abrova_meta`: 2 keys client records by user
+    /// and client id (1 by client id alone).
+    static let schemaVersion: Int64 = 2
     /// The advisory lock taken while the schema is checked or created, so processes starting together agree.
     static let schemaLock: Int64 = 0x4162_726F_7661_0002
 
@@ -61,6 +62,13 @@ public final class PostgresServerStore: ServerStore, Sendable {
                 if version > schemaVersion {
                     throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
                 }
+                if version == 1 {
+                    // Once per database: the schema lock keeps a second process out meanwhile.
+                    try connection.execute("""
+                        ALTER TABLE abrova_clients DROP CONSTRAINT abrova_clients_pkey, ADD PRIMARY KEY (user_id, client_id);
+                        UPDATE abrova_meta SET number = \(schemaVersion) WHERE key = 'schema';
+                        """)
+                }
                 return schema
             }
             try connection.execute("""
@@ -77,11 +85,12 @@ public final class PostgresServerStore: ServerStore, Sendable {
                 );
                 CREATE INDEX abrova_tombstones_by_time ON abrova_documents (deleted_at) WHERE deleted_at IS NOT NULL;
                 CREATE TABLE abrova_clients (
-                    client_id text PRIMARY KEY,
                     user_id text NOT NULL,
+                    client_id text NOT NULL,
                     sequence bigint NOT NULL,
                     digest bytea NOT NULL,
-                    answer bytea NOT NULL
+                    answer bytea NOT NULL,
+                    PRIMARY KEY (user_id, client_id)
                 );
                 """)
             let key = CursorCodec.makeKey()
@@ -238,11 +247,11 @@ private enum Statements {
         SET owner = excluded.owner, version = excluded.version, deleted_at = excluded.deleted_at, state = excluded.state
         """, parameters: [.texts, .texts, .texts, .integers, .reals, .byteses])
     static let client = PostgresStatement("client", """
-        SELECT user_id, sequence, digest, answer FROM abrova_clients WHERE client_id = $1
-        """, parameters: [.text])
+        SELECT sequence, digest, answer FROM abrova_clients WHERE user_id = $1 AND client_id = $2
+        """, parameters: [.text, .text])
     static let saveClient = PostgresStatement("save_client", """
         INSERT INTO abrova_clients (client_id, user_id, sequence, digest, answer) VALUES ($1, $2, $3, $4, $5)
-        ON CONFLICT (client_id) DO UPDATE SET sequence = $3, digest = $4, answer = $5
+        ON CONFLICT (user_id, client_id) DO UPDATE SET sequence = $3, digest = $4, answer = $5
         """, parameters: [.text, .text, .integer, .bytes, .bytes])
     static let newestTombstoneBefore = PostgresStatement("newest_tombstone_before", """
         SELECT max(version) FROM abrova_documents WHERE deleted_at < $1
@@ -275,11 +284,11 @@ private final class PostgresServerTransaction: ServerTransaction {
         self.connection = connection
     }
 
-    func client(_ clientID: String) throws -> ClientRecord? {
-        let rows = try connection.run(Statements.client, [.text(clientID)])
+    func client(_ clientID: String, of userID: String) throws -> ClientRecord? {
+        let rows = try connection.run(Statements.client, [.text(userID), .text(clientID)])
         guard rows.count > 0 else { return nil }
-        return ClientRecord(clientID: clientID, userID: rows.text(0, 0), sequence: rows.integer(0, 1), digest: rows.bytes(0, 2),
-                            answer: rows.bytes(0, 3))
+        return ClientRecord(clientID: clientID, userID: userID, sequence: rows.integer(0, 0), digest: rows.bytes(0, 1),
+                            answer: rows.bytes(0, 2))
     }
 
     func saveClient(_ record: ClientRecord) throws {

@@ -18,8 +18,9 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
     private let readersLock = NSLock()
     private let durability: Database.Durability
 
-    /// The schema version this code writes, kept in `PRAGMA user_version`.
-    static let schemaVersion = 1
+    /// The schema version this code writes, kept in `PRAGMA user_version`: 2 keys client records
+    /// by user and client id (1 by client id alone).
+    static let schemaVersion = 2
 
     /// Opens (or creates) the store at `path`.
     ///
@@ -39,6 +40,19 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
         if version > schemaVersion {
             throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
         }
+        if version == 1 {
+            try database.write { database in
+                try database.execute("""
+                    CREATE TABLE clients_of_users (\(clientsColumns));
+                    INSERT INTO clients_of_users (user_id, client_id, sequence, digest, answer)
+                        SELECT user_id, client_id, sequence, digest, answer FROM clients;
+                    DROP TABLE clients;
+                    ALTER TABLE clients_of_users RENAME TO clients;
+                    PRAGMA user_version = \(schemaVersion);
+                    """)
+            }
+            return
+        }
         guard version == 0 else { return }
         if try database.queryFirst("SELECT count(*) FROM sqlite_master", [], { $0.integer(0) }) ?? 0 > 0 {
             throw ServerStoreError("the file is an SQLite database but not an AbrovaSync server store")
@@ -57,19 +71,19 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
                 );
                 CREATE UNIQUE INDEX documents_by_version ON documents (version);
                 CREATE INDEX tombstones_by_time ON documents (deleted_at) WHERE deleted_at IS NOT NULL;
-                CREATE TABLE clients (
-                    client_id TEXT PRIMARY KEY NOT NULL,
-                    user_id TEXT NOT NULL,
-                    sequence INTEGER NOT NULL,
-                    digest BLOB NOT NULL,
-                    answer BLOB NOT NULL
-                );
+                CREATE TABLE clients (\(clientsColumns));
                 """)
             let key = CursorCodec.makeKey()
             try database.run("INSERT INTO meta (key, value) VALUES ('version', 0), ('horizon', 0), ('cursor_key', ?)", [.blob(key)])
             try database.execute("PRAGMA user_version = \(schemaVersion)")
         }
     }
+
+    /// A client id is one user's own: another user's client of the same id is another client.
+    private static let clientsColumns = """
+        user_id TEXT NOT NULL, client_id TEXT NOT NULL, sequence INTEGER NOT NULL, digest BLOB NOT NULL, answer BLOB NOT NULL,
+        PRIMARY KEY (user_id, client_id)
+        """
 
     public func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result {
         try writerLock.withLock {
@@ -167,17 +181,17 @@ private final class SQLiteServerTransaction: ServerTransaction {
         self.database = database
     }
 
-    func client(_ clientID: String) throws -> ClientRecord? {
-        try database.queryFirst("SELECT user_id, sequence, digest, answer FROM clients WHERE client_id = ?", [.text(clientID)]) { row in
-            ClientRecord(clientID: clientID, userID: row.text(0) ?? "", sequence: row.integer(1), digest: row.blob(2) ?? [],
-                         answer: row.blob(3) ?? [])
+    func client(_ clientID: String, of userID: String) throws -> ClientRecord? {
+        try database.queryFirst("SELECT sequence, digest, answer FROM clients WHERE user_id = ? AND client_id = ?",
+                                [.text(userID), .text(clientID)]) { row in
+            ClientRecord(clientID: clientID, userID: userID, sequence: row.integer(0), digest: row.blob(1) ?? [], answer: row.blob(2) ?? [])
         }
     }
 
     func saveClient(_ record: ClientRecord) throws {
         try database.run("""
             INSERT INTO clients (client_id, user_id, sequence, digest, answer) VALUES (?1, ?2, ?3, ?4, ?5)
-            ON CONFLICT (client_id) DO UPDATE SET sequence = ?3, digest = ?4, answer = ?5
+            ON CONFLICT (user_id, client_id) DO UPDATE SET sequence = ?3, digest = ?4, answer = ?5
             """, [.text(record.clientID), .text(record.userID), .integer(record.sequence), .blob(record.digest), .blob(record.answer)])
     }
 

@@ -2,11 +2,12 @@ import AbrovaCore
 import Foundation
 
 /// The last batch a client sent: its number, a digest of its body and the answer it got. One row
-/// per client, replaced by each new batch: the whole of the server's dedupe state.
+/// per client, replaced by each new batch: the whole of the server's dedupe state. A client is a
+/// user's: two users' clients of the same id are two clients, neither of which learns of the other.
 public struct ClientRecord: Hashable, Sendable {
     /// The client's id.
     public var clientID: String
-    /// The user the client id belongs to (the user of its first batch).
+    /// The user whose client it is.
     public var userID: String
     /// The number of the last batch applied.
     public var sequence: Int64
@@ -28,8 +29,8 @@ public struct ClientRecord: Hashable, Sendable {
 /// The work of one write transaction: what a push reads and writes. Everything done through it
 /// commits together or not at all.
 public protocol ServerTransaction {
-    /// The client's record, if it has sent a batch before.
-    func client(_ clientID: String) throws -> ClientRecord?
+    /// The record of the user's client, if it has sent a batch before.
+    func client(_ clientID: String, of userID: String) throws -> ClientRecord?
     /// Records a client's last batch and its answer.
     func saveClient(_ record: ClientRecord) throws
     /// A document as this transaction sees it (its own writes included).

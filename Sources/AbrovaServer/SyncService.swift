@@ -69,9 +69,8 @@ public final class SyncService: Sendable {
     /// returns the answer's body (a `PushResponse`). A retried batch gets the stored answer, byte
     /// for byte. The batch's body is taken to be its canonical JSON (`PushRequest.body`).
     ///
-    /// - Throws: `RequestError`: 401 without a user; 403 when the client id belongs to another
-    ///   user; 409 for a batch number below the client's last; 422 for the last number with a
-    ///   different body; 500 when the store fails (nothing is applied then).
+    /// - Throws: `RequestError`: 401 without a user; 409 for a batch number below the client's
+    ///   last; 422 for the last number with a different body; 500 when the store fails (nothing is applied then).
     public func push(_ request: PushRequest, caller: Caller) throws(RequestError) -> [UInt8] {
         try push(request, digest: SHA256.hash(request.body), caller: caller)
     }
@@ -84,10 +83,7 @@ public final class SyncService: Sendable {
         let now = configuration.clock()
         let answer = try Self.storeCall(log: configuration.log) {
             try store.write { transaction in
-                if let record = try transaction.client(batch.clientID) {
-                    guard record.userID == user else {
-                        throw RequestError(statusCode: 403, message: "client id \(batch.clientID) belongs to another user")
-                    }
+                if let record = try transaction.client(batch.clientID, of: user) {
                     if batch.sequence == record.sequence {
                         guard HMACSHA256.isEqual(record.digest, digest) else {
                             throw RequestError(statusCode: 422, message: "batch \(batch.sequence) of this client was applied with another body; a new batch needs a new number")

@@ -132,7 +132,7 @@ extension ServerSuites {
                     taken = version
                     try transaction.saveDocument(try document("rolled-back", at: version), at: now)
                     #expect(try transaction.document(key)?.version == version, "a transaction reads its own writes")
-                    #expect(try transaction.client("client-a")?.answer == [2])
+                    #expect(try transaction.client("client-a", of: "ana")?.answer == [2])
                     throw Refusal()
                 }
                 Issue.record("the write did not throw")
@@ -149,7 +149,7 @@ extension ServerSuites {
             #expect(try store.document(key) == nil)
             #expect(try store.changes(after: .zero, limit: 100, collections: nil) == [kept])
             let (clientA, clientB, next) = try store.write { transaction in
-                (try transaction.client("client-a"), try transaction.client("client-b"), try transaction.nextVersion())
+                (try transaction.client("client-a", of: "ana"), try transaction.client("client-b", of: "ben"), try transaction.nextVersion())
             }
             #expect(clientA == nil && clientB == nil)
             #expect(next > kept.version)
@@ -263,16 +263,16 @@ extension ServerSuites {
         @Test(.enabled(if: PostgresTestDatabase.isAvailable, Comment(rawValue: PostgresTestDatabase.skipReason)))
         func aPostgreSQLDatabaseOfANewerSchemaIsRefused() throws {
             let test = try TestStore(.postgres)
-            try PostgresConnection(url: try #require(test.postgresURL)).execute("UPDATE abrova_meta SET number = 2 WHERE key = 'schema'")
+            try PostgresConnection(url: try #require(test.postgresURL)).execute("UPDATE abrova_meta SET number = 3 WHERE key = 'schema'")
             let error = #expect(throws: ServerStoreError.self) { try test.reopened() }
-            #expect(error?.message == "the server database has schema version 2; this server reads up to 1")
+            #expect(error?.message == "the server database has schema version 3; this server reads up to 2")
             #expect(error?.isUnavailable == false)
         }
 
         /// A client record comes back as it was saved: its text whatever the characters, its answer
-        /// byte for byte however large; a later batch keeps the user of the first.
+        /// byte for byte however large; another user's client of the same id is another record.
         @Test(arguments: StoreKind.available)
-        func aClientRecordKeepsItsUserAndItsAnswerByteForByte(kind: StoreKind) throws {
+        func aClientRecordIsItsUsersAndKeepsItsAnswerByteForByte(kind: StoreKind) throws {
             let test = try TestStore(kind)
             // Every byte value, then 3 MiB of scrambled ones (cheap to make: a test must not hold its thread long).
             let answer = (0..<(3 << 20)).map { index in UInt8(truncatingIfNeeded: index < 256 ? index : (index &* 0x9E37_79B1) >> 16) }
@@ -280,12 +280,32 @@ extension ServerSuites {
             let record = ClientRecord(clientID: "Zoë's phone 📱", userID: "zoë-Ωμέγα-用户-👩🏽‍💻", sequence: Int64.max - 1, digest: digest,
                                       answer: answer)
             try test.store.write { try $0.saveClient(record) }
-            #expect(try test.reopened().write { try $0.client(record.clientID) } == record)
-            let next = ClientRecord(clientID: record.clientID, userID: "ben", sequence: Int64.max, digest: [], answer: [])
+            #expect(try test.reopened().write { try $0.client(record.clientID, of: record.userID) } == record)
+            let bens = ClientRecord(clientID: record.clientID, userID: "ben", sequence: 1, digest: [], answer: [])
+            try test.store.write { try $0.saveClient(bens) }
+            #expect(try test.store.write { try $0.client(record.clientID, of: "ben") } == bens)
+            #expect(try test.store.write { try $0.client(record.clientID, of: record.userID) } == record)
+            let next = ClientRecord(clientID: record.clientID, userID: record.userID, sequence: Int64.max, digest: [], answer: [])
             try test.store.write { try $0.saveClient(next) }
-            let kept = try test.store.write { try $0.client(record.clientID) }
-            #expect(kept == ClientRecord(clientID: record.clientID, userID: record.userID, sequence: Int64.max, digest: [], answer: []))
-            #expect(try test.store.write { try $0.client("Zoe's phone 📱") } == nil)
+            #expect(try test.store.write { try $0.client(record.clientID, of: record.userID) } == next)
+            #expect(try test.store.write { try $0.client("Zoe's phone 📱", of: record.userID) } == nil)
+            #expect(try test.store.write { try $0.client(record.clientID, of: "zoe") } == nil)
+        }
+
+        /// A database of schema 1 (client records keyed by client id alone) is migrated when
+        /// opened: its records stay, each its user's, and retries still get their stored answers.
+        @Test(arguments: StoreKind.available)
+        func aStoreOfSchema1KeepsItsClientRecordsEachItsUsers(kind: StoreKind) throws {
+            let test = try TestStore(kind)
+            let record = ClientRecord(clientID: "ana-phone", userID: "ana", sequence: 7, digest: [1, 2, 3], answer: Array("{}".utf8))
+            try test.store.write { try $0.saveClient(record) }
+            try SchemaOne.downgrade(test)
+            let reopened = try test.reopened()
+            #expect(try reopened.write { try $0.client("ana-phone", of: "ana") } == record)
+            let bens = ClientRecord(clientID: "ana-phone", userID: "ben", sequence: 1, digest: [], answer: [])
+            try reopened.write { try $0.saveClient(bens) }
+            #expect(try reopened.write { try $0.client("ana-phone", of: "ben") } == bens)
+            #expect(try reopened.write { try $0.client("ana-phone", of: "ana") } == record)
         }
 
         /// Changes come in version order, after a version, at most a limit, of the collections asked

@@ -1,5 +1,7 @@
 import AbrovaCore
+import AbrovaPostgres
 import AbrovaServer
+import AbrovaSQLite
 import AbrovaTestSupport
 import Foundation
 import Testing
@@ -31,18 +33,23 @@ final class TestStore: Sendable {
     let store: any ServerStore
     /// The PostgreSQL schema's URL (for server processes of the same database).
     let postgresURL: String?
+    /// The SQLite file's path.
+    let sqlitePath: String?
     private let database: TestDatabase
 
     init(_ kind: StoreKind, connections: Int = 8) throws {
         self.kind = kind
         switch kind {
         case .sqlite:
-            database = TestDatabase(folder: TemporaryFolder())
+            let folder = TemporaryFolder()
+            database = TestDatabase(folder: folder)
             postgresURL = nil
+            sqlitePath = folder.path("server.sqlite")
         case .postgres:
             let schema = try PostgresTestDatabase()
             database = TestDatabase(schema: schema)
             postgresURL = schema.url
+            sqlitePath = nil
         }
         store = try database.open(connections: connections)
     }
@@ -97,5 +104,30 @@ private struct KeepingStore: ServerStore {
     @Test(.enabled(if: PostgresTestDatabase.isAvailable, Comment(rawValue: PostgresTestDatabase.skipReason)))
     func postgresIsSkippedWithAReason() throws {
         _ = try TestStore(.postgres)
+    }
+}
+
+/// Turns a test's store back into schema 1, whose client records were keyed by client id alone.
+enum SchemaOne {
+    static func downgrade(_ test: TestStore) throws {
+        switch test.kind {
+        case .sqlite:
+            let database = try Database(path: try #require(test.sqlitePath), durability: .normal)
+            try database.execute("""
+                BEGIN;
+                CREATE TABLE old_clients (client_id TEXT PRIMARY KEY NOT NULL, user_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+                                          digest BLOB NOT NULL, answer BLOB NOT NULL);
+                INSERT INTO old_clients SELECT client_id, user_id, sequence, digest, answer FROM clients;
+                DROP TABLE clients;
+                ALTER TABLE old_clients RENAME TO clients;
+                PRAGMA user_version = 1;
+                COMMIT;
+                """)
+        case .postgres:
+            try PostgresConnection(url: try #require(test.postgresURL)).execute("""
+                ALTER TABLE abrova_clients DROP CONSTRAINT abrova_clients_pkey, ADD PRIMARY KEY (client_id);
+                UPDATE abrova_meta SET number = 1 WHERE key = 'schema';
+                """)
+        }
     }
 }
