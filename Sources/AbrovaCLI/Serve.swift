@@ -43,9 +43,12 @@ struct ServeOptions {
 func runServer(_ options: ServeOptions) throws {
     let rules = try options.rulesPath.map { path in try RuleBook(json: try readFile(path)) } ?? RuleBook()
     let authenticator: any Authenticator
+    let authFile: AuthFile?
     if let path = options.authPath {
-        authenticator = try ConfiguredAuthenticator(json: try readFile(path))
+        authFile = try AuthFile(path: path, log: logLine)
+        authenticator = authFile!
     } else {
+        authFile = nil
         logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
         if options.developmentOnAllInterfaces {
             logLine("WARNING: --dev-on-all-interfaces: development mode on every interface; anyone who can reach this port can read and write as any user")
@@ -99,6 +102,14 @@ func runServer(_ options: ServeOptions) throws {
         source.resume()
         sources.append(source)
     }
+    // SIGHUP reads the auth file again at once (it is also read again when it changes).
+    signal(SIGHUP, SIG_IGN)
+    let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "abrova.reload"))
+    hangUp.setEventHandler {
+        if let authFile { authFile.reload() } else { logLine("SIGHUP: no --auth file to read again") }
+    }
+    hangUp.resume()
+    sources.append(hangUp)
     stopped.wait()
     logLine("stopping: finishing requests in flight")
     purge.cancel()

@@ -1,4 +1,5 @@
 import AbrovaServer
+import AbrovaWire
 import Foundation
 
 // `abrova demo`: the shopping-cart story on a temporary server; `abrova serve`: the sync server on
@@ -25,8 +26,9 @@ let serveUsage = """
                           any number of servers may share it; the schema is made at start
       --connections N     PostgreSQL connections this server opens at most (default 8)
       --rules FILE        security rules (Spec/protocol.md, "Security rules"); default owner-only
-      --auth FILE         API keys and tokens; without it, development mode (any API key; a
-                          bearer token is its user's id), which listens on 127.0.0.1 only
+      --auth FILE         API keys and tokens (a token may carry an expiry), read again when
+                          the file changes and on SIGHUP; without it, development mode (any API
+                          key; a bearer token is its user's id), which listens on 127.0.0.1 only
       --threads N         request threads (default 8)
       --retention-days N  how long tombstones are kept (default 30)
       --loopback          listen on 127.0.0.1 only (with --auth; development mode always does)
@@ -129,6 +131,8 @@ if options.developmentOnAllInterfaces && options.loopbackOnly {
 }
 do {
     try runServer(options)
+} catch let error as RequestError {
+    fail(error.message)
 } catch {
     fail("\(error)")
 }

@@ -26,34 +26,77 @@ public protocol Authenticator: Sendable {
 
 /// Credentials read from a configuration file:
 ///
-///     {"apiKeys": ["app-key-1"], "tokens": {"token-of-ana": "ana", "token-of-ben": "ben"}}
+///     {"apiKeys": ["app-key-1"],
+///      "tokens": {"token-of-ana": "ana",
+///                 "token-of-ben": {"user": "ben", "expires": "2027-01-31T00:00:00Z"}}}
 ///
 /// A request needs one of the API keys; a bearer token makes it a user's, no token an anonymous
-/// caller's (who may read only collections whose rules say `public`).
+/// caller's (who may read only collections whose rules say `public`). A token with `expires`
+/// (ISO 8601, with a time zone) names its user until then and is refused after.
 public struct ConfiguredAuthenticator: Authenticator {
+    /// A bearer token's user, and when the token stops working (`nil`: never).
+    public struct Grant: Hashable, Sendable {
+        public var user: String
+        public var expires: Date?
+
+        public init(user: String, expires: Date? = nil) {
+            self.user = user
+            self.expires = expires
+        }
+    }
+
     /// The API keys the apps use.
     public let apiKeys: Set<String>
-    /// Bearer tokens and the users they stand for.
-    public let tokens: [String: String]
+    /// Bearer tokens and what they grant.
+    public let grants: [String: Grant]
+    /// The time tokens are checked against.
+    private let clock: @Sendable () -> Date
 
-    /// An authenticator over the given keys and tokens.
+    /// An authenticator over the given keys and tokens that never expire.
     public init(apiKeys: Set<String>, tokens: [String: String]) {
+        self.init(apiKeys: apiKeys, grants: tokens.mapValues { Grant(user: $0) })
+    }
+
+    /// An authenticator over the given keys and grants, checking expiry against `clock`.
+    public init(apiKeys: Set<String>, grants: [String: Grant], clock: @escaping @Sendable () -> Date = Date.init) {
         self.apiKeys = apiKeys
-        self.tokens = tokens
+        self.grants = grants
+        self.clock = clock
     }
 
     /// Reads the configuration file's JSON.
     ///
     /// - Throws: `RequestError` 400 naming what is malformed.
-    public init(json: some Collection<UInt8>) throws(RequestError) {
+    public init(json: some Collection<UInt8>, clock: @escaping @Sendable () -> Date = Date.init) throws(RequestError) {
         let value: Value
         do { value = try Value(json: json) } catch { throw RequestError(error, context: "the auth configuration is not JSON") }
-        guard let parts = value.mapValue, let keys = parts["apiKeys"]?.arrayValue,
-              keys.allSatisfy({ $0.stringValue?.isEmpty == false }), let tokens = parts["tokens"]?.mapValue,
-              tokens.allSatisfy({ !$0.key.isEmpty && $0.value.stringValue?.isEmpty == false }) else {
-            throw RequestError.invalid("the auth configuration needs \"apiKeys\": [text] and \"tokens\": {token: user id}")
+        let shape = "the auth configuration needs \"apiKeys\": [text] and \"tokens\": {token: user id or {\"user\": user id, \"expires\": ISO 8601 time}}"
+        guard let parts = value.mapValue, Set(parts.keys).isSubset(of: ["apiKeys", "tokens"]), let keys = parts["apiKeys"]?.arrayValue,
+              keys.allSatisfy({ $0.stringValue?.isEmpty == false }), let tokens = parts["tokens"]?.mapValue else {
+            throw RequestError.invalid(shape)
         }
-        self.init(apiKeys: Set(keys.compactMap(\.stringValue)), tokens: tokens.compactMapValues(\.stringValue))
+        var grants: [String: Grant] = [:]
+        for (token, entry) in tokens {
+            guard !token.isEmpty, let grant = Self.grant(entry) else {
+                throw RequestError.invalid("\(shape); the entry of a token (\(Self.hint(token))) is not one")
+            }
+            grants[token] = grant
+        }
+        self.init(apiKeys: Set(keys.compactMap(\.stringValue)), grants: grants, clock: clock)
+    }
+
+    private static func grant(_ entry: Value) -> Grant? {
+        if let user = entry.stringValue { return user.isEmpty ? nil : Grant(user: user) }
+        guard let fields = entry.mapValue, Set(fields.keys).isSubset(of: ["user", "expires"]),
+              let user = fields["user"]?.stringValue, !user.isEmpty else { return nil }
+        guard let expires = fields["expires"] else { return Grant(user: user) }
+        guard let text = expires.stringValue, let time = try? Date(text, strategy: .iso8601) else { return nil }
+        return Grant(user: user, expires: time)
+    }
+
+    /// A token as an error message may show it: enough to find it in the file, not enough to use it.
+    private static func hint(_ token: String) -> String {
+        token.count <= 8 ? "\(token.count) characters" : "starting \(token.prefix(4))…"
     }
 
     public func authenticate(apiKey: String?, bearerToken: String?) throws(RequestError) -> Caller {
@@ -61,10 +104,13 @@ public struct ConfiguredAuthenticator: Authenticator {
             throw RequestError(statusCode: 401, message: "a known API key is required (header X-API-Key)")
         }
         guard let bearerToken else { return .anonymous }
-        guard let user = tokens[bearerToken] else {
+        guard let grant = grants[bearerToken] else {
             throw RequestError(statusCode: 401, message: "the bearer token is not known")
         }
-        return .user(user)
+        if let expires = grant.expires, clock() >= expires {
+            throw RequestError(statusCode: 401, message: "the bearer token has expired")
+        }
+        return .user(grant.user)
     }
 }
 

@@ -72,6 +72,11 @@ final class ChildProcess: Sendable {
         return status
     }
 
+    /// Sends it `signal` (SIGHUP, say), unless it has ended.
+    func signal(_ signal: Int32) {
+        process.kill(signal)
+    }
+
     /// Kills it and waits until it is gone.
     func stop() async {
         kill()

@@ -44,16 +44,16 @@ import Testing
 }
 
 /// `abrova serve --port 0` on a database in a temporary folder, started once it says its port.
-private struct ServedCLI {
+struct ServedCLI {
     let folder: TemporaryFolder
     let child: ChildProcess
     let port: UInt16
     var log: String { child.log }
 
-    static func start(_ arguments: [String], withAuth: Bool = false) async throws -> ServedCLI {
-        let folder = TemporaryFolder()
+    static func start(_ arguments: [String], withAuth: Bool = false, authJSON: String? = nil,
+                      in folder: TemporaryFolder = TemporaryFolder()) async throws -> ServedCLI {
         var all = ["serve", "--port", "0", "--database", folder.path("serve.sqlite")] + arguments
-        if withAuth { all += ["--auth", try writeAuthFile(in: folder)] }
+        if withAuth || authJSON != nil { all += ["--auth", try writeAuthFile(in: folder, json: authJSON)] }
         let child = try ChildProcess("abrova", all, logPath: folder.path("serve.log"))
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline && child.isRunning {
@@ -67,9 +67,10 @@ private struct ServedCLI {
         throw Failure("abrova serve did not start: \(child.log)")
     }
 
-    static func writeAuthFile(in folder: TemporaryFolder) throws -> String {
+    @discardableResult
+    static func writeAuthFile(in folder: TemporaryFolder, json: String? = nil) throws -> String {
         let path = folder.path("auth.json")
-        try Data(#"{"apiKeys":["k"],"tokens":{"t":"ana"}}"#.utf8).write(to: URL(fileURLWithPath: path))
+        try Data((json ?? #"{"apiKeys":["k"],"tokens":{"t":"ana"}}"#).utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         return path
     }
 
