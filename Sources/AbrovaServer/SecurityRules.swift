@@ -36,6 +36,9 @@ public protocol SecurityRules: Sendable {
     func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool
     /// Whether `caller` may change `before` (`nil`: the document is new) into `after`.
     func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool
+    /// Why `caller` may not write to `key` whatever the document holds, or `nil`: judged on the
+    /// key alone, before the document is read, so the refusal tells nothing of it.
+    func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String?
     /// Checks the document a write leaves (deleted documents included).
     ///
     /// - Throws: `RequestError` (400) saying what is wrong.
@@ -48,6 +51,7 @@ public protocol SecurityRules: Sendable {
 
 extension SecurityRules {
     public var readRevision: String { "" }
+    public func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String? { nil }
 }
 
 /// Rules made without code, from three choices: who reads, who writes, which fields must exist.
@@ -72,18 +76,30 @@ public struct PresetRules: SecurityRules, Hashable {
         case nobody
     }
 
+    /// Which ids a user may create.
+    public enum IDs: String, Hashable, Sendable, CaseIterable {
+        /// Any id not taken.
+        case any
+        /// Ids that begin with the creator's user id and `:` (`ana:groceries`): each user has a
+        /// namespace nobody else can create in, so nobody can take an id before its owner.
+        case ownerPrefixed = "owner-prefixed"
+    }
+
     /// Who may read.
     public var read: ReadAccess
     /// Who may write.
     public var write: WriteAccess
     /// Fields every existing document must have.
     public var requiredFields: [FieldPath]
+    /// Which ids a user may create.
+    public var ids: IDs
 
-    /// Rules from the three choices.
-    public init(read: ReadAccess, write: WriteAccess, requiredFields: [FieldPath] = []) {
+    /// Rules from the choices.
+    public init(read: ReadAccess, write: WriteAccess, requiredFields: [FieldPath] = [], ids: IDs = .any) {
         self.read = read
         self.write = write
         self.requiredFields = requiredFields
+        self.ids = ids
     }
 
     /// Private documents: each user reads and writes their own.
@@ -105,11 +121,24 @@ public struct PresetRules: SecurityRules, Hashable {
 
     public func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool {
         guard let user = caller.userID else { return false }
+        if before == nil && ids == .ownerPrefixed && !Self.isInNamespace(after.key.id, of: user) { return false }
         switch write {
         case .owner: return (before?.owner ?? user) == user
         case .authenticated: return true
         case .nobody: return false
         }
+    }
+
+    /// Under `write: owner`, an id of another user's namespace is that user's document or none:
+    /// refused alike either way. (Under `write: authenticated` others may change it, and only a
+    /// create is refused, by `allowsWrite`.)
+    public func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String? {
+        guard ids == .ownerPrefixed, write == .owner, let user = caller.userID, !Self.isInNamespace(key.id, of: user) else { return nil }
+        return "ids in \(key.collection) begin with their owner's user id and \":\"; \(key) is not in yours"
+    }
+
+    private static func isInNamespace(_ id: String, of user: String) -> Bool {
+        id.utf8.count > user.utf8.count + 1 && id.hasPrefix(user + ":")
     }
 
     public func validate(_ document: StoredDocument) throws(RequestError) {
@@ -151,7 +180,9 @@ public struct RuleBook: Sendable {
     ///                      "carts": {"read": "owner", "write": "owner", "required": ["items"]}}}
     ///
     /// `read` is `owner`, `authenticated` or `public`; `write` is `owner`, `authenticated` or
-    /// `nobody`; `required` lists fields every document must have. A missing `default` is owner-only.
+    /// `nobody`; `required` lists fields every document must have; `ids` is `any` (the default) or
+    /// `owner-prefixed` (a user creates only ids that begin with their user id and `:`). A missing
+    /// `default` is owner-only.
     ///
     /// - Throws: `RequestError` 400 naming what is malformed.
     public init(json: some Collection<UInt8>) throws(RequestError) {
@@ -178,8 +209,9 @@ public struct RuleBook: Sendable {
         guard let parts = value.mapValue,
               let read = parts["read"]?.stringValue.flatMap(PresetRules.ReadAccess.init(rawValue:)),
               let write = parts["write"]?.stringValue.flatMap(PresetRules.WriteAccess.init(rawValue:)),
-              parts.keys.allSatisfy({ ["read", "write", "required"].contains($0) }) else {
-            throw RequestError.invalid("rules \(name) need \"read\" (owner, authenticated, public) and \"write\" (owner, authenticated, nobody), and may list \"required\" fields")
+              parts.keys.allSatisfy({ ["read", "write", "required", "ids"].contains($0) }),
+              let ids = parts["ids"].map({ $0.stringValue.flatMap(PresetRules.IDs.init(rawValue:)) }) ?? .any else {
+            throw RequestError.invalid("rules \(name) need \"read\" (owner, authenticated, public) and \"write\" (owner, authenticated, nobody), and may list \"required\" fields and say \"ids\" (any, owner-prefixed)")
         }
         var required: [FieldPath] = []
         for field in parts["required"]?.arrayValue ?? [] {
@@ -191,6 +223,6 @@ public struct RuleBook: Sendable {
                 throw RequestError(error, context: "rules \(name)")
             }
         }
-        return PresetRules(read: read, write: write, requiredFields: required)
+        return PresetRules(read: read, write: write, requiredFields: required, ids: ids)
     }
 }

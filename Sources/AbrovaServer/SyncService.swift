@@ -129,62 +129,89 @@ public final class SyncService: Sendable {
     /// change is rebased past them (`DocumentDelta.rebased`, as the client rebases its unsent
     /// changes when a batch is settled), so only others' writes since its base conflict with it.
     ///
-    /// Rules come first (Spec/security.md): the join is made without the size limit, the write
-    /// rule is checked on its result, and only then the size and the collection's validation. A
-    /// caller who may not read the document as the server has it learns nothing of it: a refusal
-    /// reads as if it did not exist, and an applied change is answered without state or conflicts
-    /// (whose server values are the document's).
+    /// Rules come first (Spec/security.md): a refusal the key alone decides comes before the
+    /// document is read; the join is made without the size limit, the write rule is checked on its
+    /// result, and only then the size and the collection's validation. A caller who may not read
+    /// the document as the server has it learns nothing of it: a change the rules refuse, or that
+    /// cannot be applied to it, is answered as the same change to a missing document would be, and
+    /// an applied change without state or conflicts (whose server values are the document's).
     private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
                        at now: Date, in transaction: any ServerTransaction) throws -> ChangeResult {
         let rules = rules.rules(for: change.key.collection)
+        if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) { return .rejected(statusCode: 403, message: refusal) }
         let before = try transaction.document(change.key)
         let isHidden = before.map { !rules.allowsRead($0, by: caller) } ?? false
-        let hidden = ChangeResult.rejected(statusCode: 404, message: Self.missing(change.key))
+        // Every change takes a version, applied or not: versions are unique and follow commit
+        // order; they need not be dense.
+        let version = try transaction.nextVersion()
+        var verdict = Self.judge(change, before: before, isHidden: isHidden, strategy: strategy, rules: rules, caller: caller,
+                                 user: user, ownVersions: ownVersions, version: version)
+        if verdict.readsAsMissing {
+            verdict = Self.judge(change, before: nil, isHidden: false, strategy: strategy, rules: rules, caller: caller, user: user,
+                                 ownVersions: [], version: version)
+            // Where the document is missing this change would create it; here the id is taken.
+            // That much a guess at an id tells (Spec/security.md, "Not covered").
+            if verdict.write != nil { return .rejected(statusCode: 404, message: Self.missing(change.key)) }
+        }
+        if let document = verdict.write { try transaction.saveDocument(document, at: now) }
+        return verdict.answer
+    }
+
+    /// What a change does to a document, decided without the store: the answer, and the document
+    /// to save if any.
+    struct Verdict {
+        var answer: ChangeResult
+        var write: StoredDocument?
+        /// Refused by the rules, or not applicable, where the caller may not read the document:
+        /// to be answered as if it were missing.
+        var readsAsMissing = false
+    }
+
+    static func judge(_ change: BatchChange, before: StoredDocument?, isHidden: Bool, strategy: ConflictStrategy,
+                      rules: any SecurityRules, caller: Caller, user: String, ownVersions: Set<Version>, version: Version) -> Verdict {
+        let hidden = Verdict(answer: .rejected(statusCode: 404, message: missing(change.key)), readsAsMissing: true)
         var state = before?.state ?? DocumentState()
         let delta = ownVersions.isEmpty ? change.delta : change.delta.rebased(onto: state, ownVersions: ownVersions)
         // Judged on the rebased change: after an earlier change of the batch that nobody else's write
         // followed, it is uncontested, and the client, which rebases it the same way, computes the
         // state (a document written many times in a batch would otherwise be sent back each time).
         let isUncontested = state.isUncontested(by: delta)
-        // Every change takes a version, applied or not: versions are unique and follow commit
-        // order; they need not be dense.
-        let version = try transaction.nextVersion()
         let report: JoinReport
         do {
             report = try strategy.apply(delta, to: &state, version: version, maximumBytes: .max)
         } catch {
-            if isHidden || error.code == .documentNotFound { return hidden }
-            return .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.description)")
+            if isHidden { return hidden }
+            if error.code == .documentNotFound { return Verdict(answer: .rejected(statusCode: 404, message: missing(change.key))) }
+            return Verdict(answer: .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.description)"))
         }
         let after = StoredDocument(key: change.key, owner: before?.owner ?? user, version: version, state: state)
         guard rules.allowsWrite(before: before, after: after, by: caller) else {
-            guard isHidden else { return .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse this write to \(change.key)") }
-            // Deleting what is not there is done already: so reads the delete of a hidden document.
-            return delta.hasEdits ? hidden : .applied(version: version, state: nil, conflicts: [])
+            if isHidden { return hidden }
+            return Verdict(answer: .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse this write to \(change.key)"))
         }
         if state.byteSize > ValueLimits.maximumDocumentBytes, state.byteSize > before?.state.byteSize ?? 0 {
             // A caller who may write but not read learns that much, and nothing of the sizes.
-            return .rejected(statusCode: 413, message: isHidden ? "\(change.key): the write would make the document larger than the limit"
-                : "\(change.key): the document would hold \(state.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
+            return Verdict(answer: .rejected(statusCode: 413, message: isHidden
+                ? "\(change.key): the write would make the document larger than the limit"
+                : "\(change.key): the document would hold \(state.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)"))
         }
         do {
             try rules.validate(after)
         } catch {
-            return .rejected(statusCode: error.statusCode, message: isHidden ? "\(change.key): the collection's rules refuse the document"
-                : "\(change.key): \(error.message)")
+            return Verdict(answer: .rejected(statusCode: error.statusCode, message: isHidden
+                ? "\(change.key): the collection's rules refuse the document" : "\(change.key): \(error.message)"))
         }
         if strategy == .manual && !report.conflicts.isEmpty {
-            guard !isHidden, let server = before else { return hidden }
-            return .unresolved(state: server.state, conflicts: report.conflicts)
+            guard !isHidden, let server = before else { return Verdict(answer: hidden.answer) }
+            return Verdict(answer: .unresolved(state: server.state, conflicts: report.conflicts))
         }
         // Deleting what never was saves nothing: no tombstone, and no owner for the id.
-        guard before != nil || report.isApplied else { return .applied(version: version, state: nil, conflicts: []) }
-        try transaction.saveDocument(after, at: now)
+        guard before != nil || report.isApplied else { return Verdict(answer: .applied(version: version, state: nil, conflicts: [])) }
         // An uncontested change's state the client computes. A caller who may write but not read
         // gets no state (what was applied of his change would tell what it met); one who may read
         // the result but not what was there, what this change wrote.
         let answered = isUncontested || isHidden ? nil : rules.allowsRead(after, by: caller) ? state : report.changes
-        return .applied(version: version, state: answered, conflicts: isHidden ? [] : report.conflicts)
+        return Verdict(answer: .applied(version: version, state: answered, conflicts: isHidden ? [] : report.conflicts), write: after)
     }
 
     /// The refusal of a document that does not exist, or that the caller may not read: the two

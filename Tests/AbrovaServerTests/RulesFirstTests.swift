@@ -35,10 +35,28 @@ import Testing
         }
     }
 
-    @Test(arguments: StoreKind.available)
-    func aRefusedChangeToAHiddenDocumentReadsAsAChangeToAMissingOne(kind: StoreKind) throws {
-        let fixture = try ServiceFixture(kind)  // owner-only everywhere
-        try fixture.push([(cart, try .create(["items": ["milk"], "note": "short"], base: .zero))], as: "ana", client: "ana", sequence: 1)
+    /// A push's results without their versions (each change takes a version of its own, whatever
+    /// the document): what the caller learns of the document.
+    func shape(_ answer: String) throws -> String {
+        try PushResponse(body: Array(answer.utf8)).results.map { result in
+            switch result {
+            case .applied(_, let state, let conflicts): "applied \(String(describing: state)) \(conflicts)"
+            case .unresolved(let state, let conflicts): "unresolved \(state) \(conflicts)"
+            case .rejected(let status, let message): "rejected \(status) \(message)"
+            }
+        }.joined(separator: "; ")
+    }
+
+    @Test(arguments: StoreKind.available, [PresetRules.WriteAccess.owner, .nobody])
+    func aRefusedChangeToAHiddenDocumentReadsAsAChangeToAMissingOne(kind: StoreKind, write: PresetRules.WriteAccess) throws {
+        let fixture = try ServiceFixture(kind, rules: RuleBook(collections: ["carts": PresetRules(read: .owner, write: write)]))
+        // Ana's document is there before the rules say nobody writes (an admin tool wrote it).
+        try fixture.test.store.write { transaction in
+            var state = DocumentState()
+            let version = try transaction.nextVersion()
+            _ = try ConflictStrategy.merge.apply(try .create(["items": ["milk"], "note": "short"], base: .zero), to: &state, version: version)
+            try transaction.saveDocument(StoredDocument(key: cart, owner: "ana", version: version, state: state), at: Date())
+        }
         let missing = DocumentKey(collection: "carts", id: "c2")
         // A pad near the limit and a set add: before, the size check ran before the rules, so
         // 413 against 403 told whether "milk" was in Ana's set and how long her fields were.
@@ -50,23 +68,73 @@ import Testing
                           try .update(set: [path("note"): "ben's"], base: .zero),
                           .delete(base: .zero)] {
                 sequence += 1
-                let hidden = try answer(fixture, [(cart, delta)], as: "ben", sequence: sequence, strategy: strategy)
+                let hidden = try shape(try answer(fixture, [(cart, delta)], as: "ben", sequence: sequence, strategy: strategy))
                 sequence += 1
-                let none = try answer(fixture, [(missing, delta)], as: "ben", sequence: sequence, strategy: strategy)
+                let none = try shape(try answer(fixture, [(missing, delta)], as: "ben", sequence: sequence, strategy: strategy))
                     .replacingOccurrences(of: "carts/c2", with: "carts/c1")
-                if delta.delete == nil {
-                    #expect(hidden == none, "under \(strategy): \(hidden) against \(none)")
-                } else {
-                    // Deleting what is not there is done already, whatever the version it took.
-                    let results = try [hidden, none].map { try PushResponse(body: Array($0.utf8)).results }
-                    for result in results {
-                        guard case .applied(_, nil, []) = result[0] else { Issue.record("under \(strategy): \(result)"); continue }
-                    }
-                }
-                #expect(!hidden.contains("413") && !hidden.contains("403"), "under \(strategy): \(hidden)")
+                #expect(hidden == none, "under \(strategy), write \(write): \(hidden) against \(none)")
+                #expect(!hidden.contains("413"), "under \(strategy): \(hidden)")
             }
         }
         #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["items": ["milk"], "note": "short"])
+    }
+
+    /// Ids of owner-prefixed collections: each user creates in a namespace of their own, so
+    /// nobody can take an id before its owner, and a write to another user's namespace is refused
+    /// alike whether the document is there or not.
+    @Test(arguments: StoreKind.available)
+    func inAnOwnerPrefixedCollectionNobodyTakesAnotherUsersId(kind: StoreKind) throws {
+        let rules = try RuleBook(json: Array(#"{"collections": {"lists": {"read": "owner", "write": "owner", "ids": "owner-prefixed"}}}"#.utf8))
+        let fixture = try ServiceFixture(kind, rules: rules)
+        let anas = DocumentKey(collection: "lists", id: "ana:groceries")
+        #expect(try fixture.push([(anas, try .create(["n": 1], base: .zero))], as: "ana", client: "ana", sequence: 1)
+                == [.applied(version: Version(1), state: nil, conflicts: [])])
+        var sequence: Int64 = 0
+        for id in ["ana:groceries", "ana:later"] {
+            for delta in [try DocumentDelta.create(["n": 2], base: .zero), try .update(set: [path("n"): 3], base: .zero), .delete(base: .zero)] {
+                sequence += 1
+                let text = try answer(fixture, [(DocumentKey(collection: "lists", id: id), delta)], as: "ben", sequence: sequence,
+                                      strategy: .merge)
+                #expect(try shape(text) == "rejected 403 ids in lists begin with their owner's user id and \":\"; lists/\(id) is not in yours")
+            }
+        }
+        // Ana's later id stays free for her, and Ben has his own namespace, but no id outside it.
+        #expect(try fixture.push([(DocumentKey(collection: "lists", id: "ana:later"), try .create(["n": 1], base: .zero))], as: "ana",
+                                 client: "ana", sequence: 2).count == 1)
+        #expect(try fixture.push([(DocumentKey(collection: "lists", id: "ben:x"), try .create(["n": 1], base: .zero))], as: "ben",
+                                 client: "ben", sequence: 1).first.map { if case .applied = $0 { true } else { false } } == true)
+        for id in ["plain", "ben:", "ben", "bent:x", "Ben:x"] {
+            sequence += 1
+            let text = try answer(fixture, [(DocumentKey(collection: "lists", id: id), try .create(["n": 1], base: .zero))], as: "ben",
+                                  sequence: sequence, strategy: .merge)
+            #expect(try shape(text).hasPrefix("rejected 403 ids in lists begin with their owner's user id"), "\(id): \(text)")
+        }
+        #expect(try fixture.service.document(anas, caller: .user("ana")).state.document == ["n": 1])
+    }
+
+    /// Where any signed-in user writes, others change a user's documents, but create only in
+    /// their own namespace.
+    @Test(arguments: StoreKind.available)
+    func inAnOwnerPrefixedSharedCollectionOthersChangeButDoNotCreate(kind: StoreKind) throws {
+        let fixture = try ServiceFixture(kind, rules: RuleBook(collections: [
+            "boards": PresetRules(read: .authenticated, write: .authenticated, ids: .ownerPrefixed)]))
+        let anas = DocumentKey(collection: "boards", id: "ana:team")
+        try fixture.push([(anas, try .create(["n": 1], base: .zero))], as: "ana", client: "ana", sequence: 1)
+        let changed = try fixture.push([(anas, try .update(set: [path("n"): 2], base: .zero))], as: "ben", client: "ben", sequence: 1)
+        #expect(changed.first.map { if case .applied = $0 { true } else { false } } == true, "\(changed)")
+        let taken = try fixture.push([(DocumentKey(collection: "boards", id: "ana:other"), try .create(["n": 1], base: .zero))], as: "ben",
+                                     client: "ben", sequence: 2)
+        #expect(taken == [.rejected(statusCode: 403, message: "the rules of boards refuse this write to boards/ana:other")])
+    }
+
+    @Test func rulesFilesNameTheIdsChoice() throws {
+        let rules = try RuleBook(json: Array(#"{"default": {"read": "owner", "write": "owner", "ids": "owner-prefixed"}}"#.utf8))
+        #expect((rules.fallback as? PresetRules)?.ids == .ownerPrefixed)
+        #expect((try RuleBook(json: Array(#"{"default": {"read": "owner", "write": "owner"}}"#.utf8)).fallback as? PresetRules)?.ids == .any)
+        let error = #expect(throws: RequestError.self) {
+            try RuleBook(json: Array(#"{"default": {"read": "owner", "write": "owner", "ids": "prefixed"}}"#.utf8))
+        }
+        #expect(error?.message.contains("\"ids\" (any, owner-prefixed)") == true)
     }
 
     @Test(arguments: StoreKind.available)
