@@ -23,6 +23,7 @@ struct ServeOptions {
     var maximumBatchChanges = WireLimits().maximumChanges
     var maximumPageBytes = WireLimits().maximumPageBytes
     var maximumConnectionsPerAddress = 256
+    var minimumBytesPerSecond = HTTPServerConfiguration().minimumBytesPerSecond
 
     /// Whether the server binds 127.0.0.1 only. Development mode lets anyone act as any user, so it
     /// stays on this machine unless asked for by a flag that says so.
@@ -68,7 +69,8 @@ func runServer(_ options: ServeOptions) throws {
     let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
         limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
     var http = HTTPServerConfiguration(port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly,
-                                       maximumConnectionsPerAddress: options.maximumConnectionsPerAddress)
+                                       maximumConnectionsPerAddress: options.maximumConnectionsPerAddress,
+                                       minimumBytesPerSecond: options.minimumBytesPerSecond)
     var bodyLimits = BodyLimits(maximumBodyBytes: http.maximumBodyBytes)
     if let bytes = options.maximumBodyBytes {
         http.maximumBodyBytes = bytes

@@ -19,6 +19,7 @@ let serveUsage = """
                         [--rules FILE] [--auth FILE] [--threads N] [--retention-days N] [--loopback]
                         [--dev-on-all-interfaces] [--max-body-bytes N] [--max-batch-changes N]
                         [--max-page-bytes N] [--max-connections-per-address N]
+                        [--min-bytes-per-second N]
 
       --port N            port to listen on (default 8080; 0 picks a free one)
       --database PATH     the SQLite database, created when missing (default ./abrova.sqlite)
@@ -41,6 +42,9 @@ let serveUsage = """
       --max-page-bytes N  the most bytes of documents in one pulled page (default 8388608)
       --max-connections-per-address N  connections one client address may hold open (default
                           256; 0: no limit; behind a proxy every client has the proxy's address)
+      --min-bytes-per-second N  the slowest a request may arrive or an answer be taken, on
+                          average after a 10 s grace (default 1024; 0: no minimum); slower
+                          connections are closed
     """
 
 func fail(_ message: String) -> Never {
@@ -113,6 +117,11 @@ while !arguments.isEmpty {
             fail("--max-connections-per-address takes a number, 0 for no limit")
         }
         options.maximumConnectionsPerAddress = count
+    case "--min-bytes-per-second":
+        guard let bytes = Int(value), bytes >= 0, bytes <= Int(UInt32.max) else {
+            fail("--min-bytes-per-second takes a number of bytes, 0 for no minimum")
+        }
+        options.minimumBytesPerSecond = bytes
     case "--max-page-bytes":
         guard let bytes = Int(value), bytes > 0 else { fail("--max-page-bytes takes a positive number of bytes") }
         options.maximumPageBytes = bytes

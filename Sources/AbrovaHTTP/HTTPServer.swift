@@ -60,6 +60,8 @@ public final class HTTPServer: Sendable {
             UInt32(configuration.connectionTimeoutSeconds),
             connectionMemoryLimit,
             UInt32(configuration.maximumConnectionsPerAddress),
+            UInt32(configuration.minimumBytesPerSecond),
+            UInt32(configuration.slowClientGraceSeconds),
             accessCallback,
             completedCallback,
             Unmanaged.passUnretained(core).toOpaque(),
@@ -82,6 +84,11 @@ public final class HTTPServer: Sendable {
     /// answer is sent.
     public var requestsInFlight: Int {
         core.admittedRequests.load(ordering: .relaxed)
+    }
+
+    /// Connections closed so far for moving slower than `minimumBytesPerSecond`.
+    public var slowConnectionsClosed: Int {
+        daemon.withLock { daemon in daemon.map { Int(abrova_http_cut_connections($0)) } ?? 0 }
     }
 
     /// Per-request states alive now; tests check that every one is released.
@@ -116,7 +123,8 @@ public final class HTTPServer: Sendable {
 }
 
 /// Memory libmicrohttpd gives each connection for its headers and its read buffer; larger buffers
-/// mean fewer calls per megabyte of body.
+/// mean fewer calls per megabyte of body. A head near this size is refused by libmicrohttpd
+/// itself, with an HTML page; `HeadSizeRefusal`'s limits sit well below it.
 private let connectionMemoryLimit = 64 * 1024
 
 extension HTTPServerConfiguration {
@@ -132,6 +140,12 @@ extension HTTPServerConfiguration {
         }
         guard maximumConcurrentRequests >= 1 else {
             throw HTTPServerError(message: "maximumConcurrentRequests must be at least 1, not \(maximumConcurrentRequests)")
+        }
+        guard (0...Int(UInt32.max)).contains(minimumBytesPerSecond) else {
+            throw HTTPServerError(message: "minimumBytesPerSecond must be between 0 and \(UInt32.max), not \(minimumBytesPerSecond)")
+        }
+        guard (0...86_400).contains(slowClientGraceSeconds) else {
+            throw HTTPServerError(message: "slowClientGraceSeconds must be between 0 and 86400, not \(slowClientGraceSeconds)")
         }
         guard (0...Int(UInt32.max)).contains(connectionTimeoutSeconds) else {
             throw HTTPServerError(message: "connectionTimeoutSeconds must be between 0 and \(UInt32.max), not \(connectionTimeoutSeconds)")
@@ -267,6 +281,11 @@ private final class ServerCore: Sendable {
     /// The headers are in: refuse now what can be refused before reading the body.
     private func begin(_ state: RequestState, on connection: OpaquePointer) -> Bool {
         abrova_http_visit_headers(connection, headerVisitor, Unmanaged.passUnretained(state).toOpaque())
+        abrova_http_visit_query(connection, queryVisitor, Unmanaged.passUnretained(state).toOpaque())
+        // Below libmicrohttpd's own limit (the connection's memory), whose answers are HTML.
+        if let oversize = HeadSizeRefusal(path: state.path, query: state.query, headers: state.headers) {
+            return respond(oversize.response, to: state, on: connection)
+        }
         // First, before the body is read: a body framed two ways may hide a second request.
         if let ambiguity = HTTPHeadAmbiguity(headers: state.headers, repeatedHeaders: state.repeatedHeaders) {
             return respond(.ambiguous(ambiguity), to: state, on: connection)
@@ -322,7 +341,6 @@ private final class ServerCore: Sendable {
         if isShuttingDown.load(ordering: .sequentiallyConsistent) {
             return respond(.shuttingDown, to: state, on: connection)
         }
-        abrova_http_visit_query(connection, queryVisitor, Unmanaged.passUnretained(state).toOpaque())
         let request = HTTPRequest(
             method: state.method,
             path: state.path,

@@ -19,6 +19,13 @@ public struct HTTPServerConfiguration: Sendable {
     public var maximumConnectionsPerAddress: Int
     /// How long an idle connection stays open, in seconds (0: no limit).
     public var connectionTimeoutSeconds: Int
+    /// The slowest a request may arrive, or its answer be taken, on average from its first byte
+    /// once `slowClientGraceSeconds` have passed (0: no minimum; Linux only, where the TCP
+    /// counters say how fast a connection moves). A slower connection is closed: a client that
+    /// trickles a byte before each idle timeout holds it no longer than the grace and a little.
+    public var minimumBytesPerSecond: Int
+    /// How long a request or an answer may move at any pace before `minimumBytesPerSecond` applies.
+    public var slowClientGraceSeconds: Int
     /// Binds 127.0.0.1 only, when true; otherwise every IPv4 address.
     public var loopbackOnly: Bool
 
@@ -31,8 +38,12 @@ public struct HTTPServerConfiguration: Sendable {
         connectionTimeoutSeconds: Int = 30,
         loopbackOnly: Bool = false,
         unthrottledPaths: Set<String> = ["/v1/health"],
-        maximumConnectionsPerAddress: Int = 0
+        maximumConnectionsPerAddress: Int = 0,
+        minimumBytesPerSecond: Int = 1_024,
+        slowClientGraceSeconds: Int = 10
     ) {
+        self.minimumBytesPerSecond = minimumBytesPerSecond
+        self.slowClientGraceSeconds = slowClientGraceSeconds
         self.unthrottledPaths = unthrottledPaths
         self.maximumConnectionsPerAddress = maximumConnectionsPerAddress
         self.port = port

@@ -26,7 +26,9 @@ public final class RawHTTPConnection {
     private var buffered: [UInt8] = []
 
     /// Connects to 127.0.0.1 at `port`; a read that waits longer than `receiveTimeoutSeconds` fails.
-    public init(port: UInt16, receiveTimeoutSeconds: Int = 20) throws {
+    /// Connects to 127.0.0.1:`port`. A `receiveBufferBytes` makes the socket's receive buffer
+    /// that small (the kernel doubles it), for a client that takes its answers slowly.
+    public init(port: UInt16, receiveTimeoutSeconds: Int = 20, receiveBufferBytes: Int? = nil) throws {
         #if canImport(Glibc)
         socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -35,6 +37,10 @@ public final class RawHTTPConnection {
         guard socketDescriptor >= 0 else { throw RawHTTPConnection.Failure(description: "socket: errno \(errno)") }
         var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
         setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if let receiveBufferBytes {
+            var bytes = Int32(receiveBufferBytes)
+            setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVBUF, &bytes, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -60,6 +66,14 @@ public final class RawHTTPConnection {
         guard isOpen else { return }
         isOpen = false
         _ = closeDescriptor(socketDescriptor)
+    }
+
+    /// Whether the server has ended the connection (an end or a reset), looked at without
+    /// waiting and without taking what it sent.
+    public var isClosedByThePeer: Bool {
+        var byte: UInt8 = 0
+        let count = recv(socketDescriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count == 0 || (count < 0 && (errno == ECONNRESET || errno == EPIPE))
     }
 
     /// Sends text as UTF-8.

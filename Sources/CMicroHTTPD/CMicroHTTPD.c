@@ -8,11 +8,44 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/tcp.h>
+#endif
 
 #include "CMicroHTTPD.h"
+
+// The pacer: libmicrohttpd closes a connection idle past its timeout, but not one that trickles a
+// byte before each timeout. So a thread of ours looks at every connection's TCP counters four
+// times a second (Linux's TCP_INFO: bytes received, bytes the client acknowledged), and shuts
+// down a connection whose request, or whose answer, moves slower than the minimum rate once the
+// grace has passed. Only the descriptor is shut down; libmicrohttpd then sees the connection end
+// and closes it as it would any other. A connection is in the list from libmicrohttpd's
+// "started" notice to its "closed" one, which comes before it closes the descriptor, so the
+// pacer never touches a descriptor that has been handed on.
+
+enum pace_phase {
+    PACE_IDLE,       // between requests: libmicrohttpd's idle timeout applies
+    PACE_RECEIVING,  // a request has begun to arrive and is not whole
+    PACE_HANDLING,   // the request is whole and the handler runs: not the client's to pace
+    PACE_SENDING,    // an answer is queued: the client must take it at the minimum rate
+};
+
+struct abrova_http_daemon;
+
+struct paced_connection {
+    struct abrova_http_daemon *daemon;
+    int fd;
+    enum pace_phase phase;
+    uint64_t baseline;  // bytes received (acknowledged, when sending) when the phase began
+    double since;       // when the phase began, in seconds of the monotonic clock
+    int is_cut;
+    struct paced_connection *previous, *next;
+};
 
 struct abrova_http_daemon {
     struct MHD_Daemon *daemon;
@@ -22,7 +55,147 @@ struct abrova_http_daemon {
     // The listening socket handed back by MHD_quiesce_daemon; closed only after MHD_stop_daemon,
     // as libmicrohttpd asks, because its threads may still hold it until then.
     MHD_socket quiesced_socket;
+
+    unsigned int minimum_bytes_per_second;  // 0: no pacer
+    unsigned int grace_seconds;
+    pthread_mutex_t pace_lock;
+    pthread_cond_t pace_stop;
+    int is_pacer_stopping;
+    int has_pacer;
+    pthread_t pacer;
+    struct paced_connection *paced;  // the connections open now
+    unsigned long cut_connections;
 };
+
+static double monotonic_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+// The connection's TCP counters; 0 when the system does not say.
+static void tcp_counters(int fd, uint64_t *received, uint64_t *acknowledged) {
+    *received = 0;
+    *acknowledged = 0;
+#ifdef __linux__
+    struct tcp_info info;
+    socklen_t length = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0) {
+        *received = info.tcpi_bytes_received;
+        *acknowledged = info.tcpi_bytes_acked;
+    }
+#else
+    (void)fd;
+#endif
+}
+
+static struct paced_connection *paced_of(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
+// Moves a connection to `phase`, its baseline the counter that phase is paced by.
+static void enter_phase(struct MHD_Connection *connection, enum pace_phase phase) {
+    struct paced_connection *paced = paced_of(connection);
+    if (paced == NULL) {
+        return;
+    }
+    struct abrova_http_daemon *daemon = paced->daemon;
+    uint64_t received, acknowledged;
+    tcp_counters(paced->fd, &received, &acknowledged);
+    pthread_mutex_lock(&daemon->pace_lock);
+    // A response queued before the body was read (a refusal) is not turned back into handling.
+    if (phase == PACE_HANDLING && paced->phase == PACE_SENDING) {
+        pthread_mutex_unlock(&daemon->pace_lock);
+        return;
+    }
+    paced->phase = phase;
+    paced->baseline = phase == PACE_SENDING ? acknowledged : received;
+    paced->since = monotonic_seconds();
+    pthread_mutex_unlock(&daemon->pace_lock);
+}
+
+static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code) {
+    struct abrova_http_daemon *daemon = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct paced_connection *paced = info == NULL || daemon->minimum_bytes_per_second == 0 ? NULL : calloc(1, sizeof *paced);
+        *socket_context = paced;
+        if (paced == NULL) {
+            return;  // not paced; libmicrohttpd's timeout still applies
+        }
+        paced->daemon = daemon;
+        paced->fd = info->connect_fd;
+        paced->phase = PACE_IDLE;
+        paced->since = monotonic_seconds();
+        pthread_mutex_lock(&daemon->pace_lock);
+        paced->next = daemon->paced;
+        if (daemon->paced != NULL) {
+            daemon->paced->previous = paced;
+        }
+        daemon->paced = paced;
+        pthread_mutex_unlock(&daemon->pace_lock);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        struct paced_connection *paced = *socket_context;
+        if (paced == NULL) {
+            return;
+        }
+        pthread_mutex_lock(&daemon->pace_lock);
+        if (paced->previous != NULL) {
+            paced->previous->next = paced->next;
+        } else {
+            daemon->paced = paced->next;
+        }
+        if (paced->next != NULL) {
+            paced->next->previous = paced->previous;
+        }
+        pthread_mutex_unlock(&daemon->pace_lock);
+        free(paced);
+        *socket_context = NULL;
+    }
+}
+
+static void *pace(void *cls) {
+    struct abrova_http_daemon *daemon = cls;
+    pthread_mutex_lock(&daemon->pace_lock);
+    while (!daemon->is_pacer_stopping) {
+        double now = monotonic_seconds();
+        for (struct paced_connection *paced = daemon->paced; paced != NULL; paced = paced->next) {
+            if (paced->is_cut || paced->phase == PACE_HANDLING) {
+                continue;
+            }
+            uint64_t received, acknowledged;
+            tcp_counters(paced->fd, &received, &acknowledged);
+            if (paced->phase == PACE_IDLE) {
+                if (received > paced->baseline) {
+                    paced->phase = PACE_RECEIVING;
+                    paced->since = now;
+                }
+                continue;
+            }
+            uint64_t counter = paced->phase == PACE_SENDING ? acknowledged : received;
+            double moved = counter > paced->baseline ? (double)(counter - paced->baseline) : 0;
+            double paced_for = now - paced->since - (double)daemon->grace_seconds;
+            if (paced_for > 0 && moved < paced_for * (double)daemon->minimum_bytes_per_second) {
+                paced->is_cut = 1;
+                daemon->cut_connections += 1;
+                (void)shutdown(paced->fd, SHUT_RDWR);
+            }
+        }
+        struct timespec wake;
+        clock_gettime(CLOCK_REALTIME, &wake);
+        wake.tv_nsec += 250 * 1000 * 1000;
+        if (wake.tv_nsec >= 1000 * 1000 * 1000) {
+            wake.tv_sec += 1;
+            wake.tv_nsec -= 1000 * 1000 * 1000;
+        }
+        (void)pthread_cond_timedwait(&daemon->pace_stop, &daemon->pace_lock, &wake);
+    }
+    pthread_mutex_unlock(&daemon->pace_lock);
+    return NULL;
+}
 
 static enum MHD_Result access_trampoline(void *cls,
                                          struct MHD_Connection *connection,
@@ -34,6 +207,10 @@ static enum MHD_Result access_trampoline(void *cls,
                                          void **con_cls) {
     (void)version;
     struct abrova_http_daemon *daemon = cls;
+    // A call after the first with no data: the request is whole.
+    if (*con_cls != NULL && *upload_data_size == 0) {
+        enter_phase(connection, PACE_HANDLING);
+    }
     return daemon->access(daemon->context, connection, url, method, upload_data, upload_data_size, con_cls)
         ? MHD_YES : MHD_NO;
 }
@@ -42,8 +219,8 @@ static void completed_trampoline(void *cls,
                                  struct MHD_Connection *connection,
                                  void **con_cls,
                                  enum MHD_RequestTerminationCode code) {
-    (void)connection;
     struct abrova_http_daemon *daemon = cls;
+    enter_phase(connection, PACE_IDLE);
     daemon->completed(daemon->context, con_cls, (int)code);
 }
 
@@ -61,6 +238,8 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
                                       unsigned int connection_timeout_seconds,
                                       size_t connection_memory_limit,
                                       unsigned int per_address_connection_limit,
+                                      unsigned int minimum_bytes_per_second,
+                                      unsigned int slow_client_grace_seconds,
                                       abrova_http_access_callback access,
                                       abrova_http_completed_callback completed,
                                       void *context,
@@ -75,6 +254,14 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
     daemon->completed = completed;
     daemon->context = context;
     daemon->quiesced_socket = MHD_INVALID_SOCKET;
+#ifdef __linux__
+    daemon->minimum_bytes_per_second = minimum_bytes_per_second;
+#else
+    (void)minimum_bytes_per_second;  // no TCP_INFO counters to pace by
+#endif
+    daemon->grace_seconds = slow_client_grace_seconds;
+    pthread_mutex_init(&daemon->pace_lock, NULL);
+    pthread_cond_init(&daemon->pace_stop, NULL);
 
     struct sockaddr_in loopback;
     memset(&loopback, 0, sizeof loopback);
@@ -94,6 +281,7 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
         // 0 is no limit.
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_connection_limit,
         MHD_OPTION_NOTIFY_COMPLETED, completed_trampoline, daemon,
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, daemon,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
         // An MHD_OPTION_SOCK_ADDR of NULL is ignored, so one argument list serves both cases.
         MHD_OPTION_SOCK_ADDR, loopback_only ? (struct sockaddr *)&loopback : (struct sockaddr *)NULL,
@@ -103,7 +291,24 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
         free(daemon);
         return NULL;
     }
+    if (daemon->minimum_bytes_per_second > 0) {
+        int failed = pthread_create(&daemon->pacer, NULL, pace, daemon);
+        if (failed != 0) {
+            MHD_stop_daemon(daemon->daemon);
+            *error_number = failed;
+            free(daemon);
+            return NULL;
+        }
+        daemon->has_pacer = 1;
+    }
     return daemon;
+}
+
+unsigned long abrova_http_cut_connections(abrova_http_daemon *daemon) {
+    pthread_mutex_lock(&daemon->pace_lock);
+    unsigned long cut = daemon->cut_connections;
+    pthread_mutex_unlock(&daemon->pace_lock);
+    return cut;
 }
 
 uint16_t abrova_http_bound_port(abrova_http_daemon *daemon) {
@@ -127,6 +332,14 @@ void abrova_http_quiesce(abrova_http_daemon *daemon) {
 }
 
 void abrova_http_stop(abrova_http_daemon *daemon) {
+    if (daemon->has_pacer) {
+        pthread_mutex_lock(&daemon->pace_lock);
+        daemon->is_pacer_stopping = 1;
+        pthread_cond_signal(&daemon->pace_stop);
+        pthread_mutex_unlock(&daemon->pace_lock);
+        pthread_join(daemon->pacer, NULL);
+    }
+    // Each connection still open is told closed, and leaves the list, before this returns.
     MHD_stop_daemon(daemon->daemon);
     if (daemon->quiesced_socket != MHD_INVALID_SOCKET) {
         close(daemon->quiesced_socket);
@@ -176,5 +389,8 @@ int abrova_http_queue_response(struct MHD_Connection *connection,
                                struct MHD_Response *response) {
     enum MHD_Result result = MHD_queue_response(connection, status, response);
     MHD_destroy_response(response);  // the connection holds its own reference once queued
+    if (result == MHD_YES) {
+        enter_phase(connection, PACE_SENDING);
+    }
     return result == MHD_YES;
 }

@@ -76,6 +76,10 @@ final class FuzzedLiveServer: Sendable {
         "POST /v1/push HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: a\r\n\r\n",
         "POST /v1/push HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n",
         "GET /v1/session HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nAuthorization: Bearer ana\r\nAuthorization: Bearer ben\r\n\r\n",
+        // Heads past the server's own limits (a target over 8 KiB, headers over 32 KiB): 414 and 431 in JSON.
+        "GET /v1/docs/carts/" + String(repeating: "i", count: 8_300) + " HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\n\r\n",
+        "POST /v1/push HTTP/1.1\r\nHost: a\r\nX-API-Key: k\r\nX-Pad: " + String(repeating: "p", count: 33_000)
+            + "\r\nContent-Length: 2\r\n\r\n{}",
     ].map { Array($0.utf8) }
 
     /// The words of HTTP/1.1 framing, and the HTTP target's words.

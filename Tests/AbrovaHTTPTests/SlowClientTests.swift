@@ -141,6 +141,110 @@ import Testing
     }
 }
 
+#if os(Linux)
+/// The minimum rate: a client that trickles a byte before each idle timeout, in its head, its body
+/// or taking its answer, is closed once the grace has passed; one that moves steadily above the
+/// minimum is served however long it takes. (Linux only: the pacer reads TCP_INFO.)
+@Suite struct MinimumRateTests {
+    static func server(maximumConcurrentRequests: Int = 64, minimumBytesPerSecond: Int = 200) throws -> HTTPServer {
+        try HTTPServer(configuration: HTTPServerConfiguration(
+            threadCount: 2, maximumConcurrentRequests: maximumConcurrentRequests, connectionTimeoutSeconds: 30, loopbackOnly: true,
+            minimumBytesPerSecond: minimumBytesPerSecond, slowClientGraceSeconds: 1)) { request in
+            HTTPResponse(status: 200, body: request.path == "/big" ? [UInt8](repeating: 0x61, count: 16 << 20) : Array("ok".utf8))
+        }
+    }
+
+    /// Sends `text` a piece at a time, `every` apart, until the server closes the connection or
+    /// the text is sent; returns how long that took and whether it was closed.
+    static func trickle(_ text: String, piece: Int, every interval: TimeInterval, on connection: RawHTTPConnection) -> (Duration, Bool) {
+        let started = ContinuousClock.now
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            if connection.isClosedByThePeer { return (ContinuousClock.now - started, true) }
+            do { try connection.send(Array(bytes[offset..<min(offset + piece, bytes.count)])) } catch { return (ContinuousClock.now - started, true) }
+            offset += piece
+            Thread.sleep(forTimeInterval: interval)
+        }
+        return (ContinuousClock.now - started, connection.isClosedByThePeer)
+    }
+
+    @Test func aClientThatTricklesItsHeadIsClosedAfterTheGrace() async throws {
+        let server = try Self.server()
+        let port = server.port
+        // 5 bytes a second, against a minimum of 200: before, it kept its connection for as long
+        // as it went on (each byte came well within the 30-second idle timeout).
+        let (took, closed) = try await onNewThread {
+            let connection = try RawHTTPConnection(port: port)
+            return Self.trickle("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + String(repeating: "a", count: 100) + "\r\n\r\n",
+                                piece: 1, every: 0.2, on: connection)
+        }
+        #expect(closed, "still open after \(took)")
+        #expect(took < .seconds(10))
+        #expect(server.slowConnectionsClosed == 1)
+        server.shutdown()
+    }
+
+    @Test func aClientThatTricklesItsBodyIsClosedAfterTheGrace() async throws {
+        let server = try Self.server()
+        let port = server.port
+        let (took, closed) = try await onNewThread {
+            let connection = try RawHTTPConnection(port: port)
+            try connection.send("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n")
+            return Self.trickle(String(repeating: "b", count: 1000), piece: 4, every: 0.2, on: connection)
+        }
+        #expect(closed, "still open after \(took)")
+        #expect(took < .seconds(10))
+        server.shutdown()
+    }
+
+    @Test func aSteadyClientAboveTheMinimumIsServedHoweverLongItTakes() async throws {
+        let server = try Self.server()
+        let port = server.port
+        let status = try await onNewThread { () -> Int in
+            let connection = try RawHTTPConnection(port: port)
+            // 2,000 bytes a second for 1.5 s, ten times the minimum, well past the grace.
+            let (_, closed) = Self.trickle("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2900\r\n\r\n"
+                                           + String(repeating: "c", count: 2900), piece: 100, every: 0.05, on: connection)
+            return closed ? 0 : try connection.readResponse().status
+        }
+        #expect(status == 200)
+        #expect(server.slowConnectionsClosed == 0)
+        server.shutdown()
+    }
+
+    @Test func aClientThatDoesNotTakeItsAnswerIsClosedAndItsSlotFreed() async throws {
+        // The average counts from the answer's start: the 4 KiB the reader's kernel takes at once
+        // buy it two seconds at this minimum.
+        let server = try Self.server(maximumConcurrentRequests: 1, minimumBytesPerSecond: 2_000)
+        let port = server.port
+        let (first, later, waited) = try await onNewThread { () -> (Int, Int, Duration) in
+            // 16 MiB asked for, and a few kilobytes of it read: the answer holds the only slot.
+            let reader = try RawHTTPConnection(port: port, receiveBufferBytes: 4_096)
+            try reader.send("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            Thread.sleep(forTimeInterval: 0.2)
+            func get() throws -> Int {
+                let connection = try RawHTTPConnection(port: port)
+                try connection.send("GET /other HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                return try connection.readResponse().status
+            }
+            let first = try get()
+            let started = ContinuousClock.now
+            var later = try get()
+            while later != 200 && ContinuousClock.now - started < .seconds(15) {
+                Thread.sleep(forTimeInterval: 0.1)
+                later = try get()
+            }
+            return (first, later, ContinuousClock.now - started)
+        }
+        #expect(first == 429, "the big answer did not hold the slot")
+        #expect(later == 200, "the slot was still held after \(waited)")
+        #expect(server.slowConnectionsClosed == 1)
+        server.shutdown()
+    }
+}
+#endif
+
 /// Whether the server has ended the connection (an end or a reset), as opposed to answering or
 /// keeping it open past the client's 20-second receive timeout.
 private func isClosedByTheServer(_ connection: RawHTTPConnection) -> Bool {

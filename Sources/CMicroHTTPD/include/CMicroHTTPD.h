@@ -36,6 +36,10 @@ typedef void (*abrova_http_value_visitor)(void *context, const char *key, const 
 
 /// Starts a daemon with an internal polling thread (or a pool of `thread_pool_size` of them).
 ///
+/// With `minimum_bytes_per_second` above 0 (and on Linux, whose TCP counters it reads), a thread
+/// of its own shuts down each connection whose request arrives, or whose answer is taken, slower
+/// than that on average once `slow_client_grace_seconds` have passed since it began.
+///
 /// Port 0 binds any free port. `loopback_only` binds 127.0.0.1 instead of every IPv4 address.
 /// Paths reach `access` as sent (not percent-decoded); query arguments arrive with `+` turned into
 /// a space but otherwise still percent-encoded. Returns NULL when the daemon cannot start, with
@@ -46,10 +50,15 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
                                       unsigned int connection_timeout_seconds,
                                       size_t connection_memory_limit,
                                       unsigned int per_address_connection_limit,
+                                      unsigned int minimum_bytes_per_second,
+                                      unsigned int slow_client_grace_seconds,
                                       abrova_http_access_callback access,
                                       abrova_http_completed_callback completed,
                                       void *context,
                                       int *error_number);
+
+/// How many connections the pacer has shut down for being too slow.
+unsigned long abrova_http_cut_connections(abrova_http_daemon *daemon);
 
 /// The port the daemon listens on.
 uint16_t abrova_http_bound_port(abrova_http_daemon *daemon);
