@@ -42,6 +42,7 @@ struct paced_connection {
     int fd;
     enum pace_phase phase;
     uint64_t baseline;  // bytes received (acknowledged, when sending) when the phase began
+    int needs_baseline; // the phase began since the pacer last looked: it reads the baseline then
     double since;       // when the phase began, in seconds of the monotonic clock
     int is_cut;
     struct paced_connection *previous, *next;
@@ -95,15 +96,15 @@ static struct paced_connection *paced_of(struct MHD_Connection *connection) {
     return info == NULL ? NULL : info->socket_context;
 }
 
-// Moves a connection to `phase`, its baseline the counter that phase is paced by.
+// Moves a connection to `phase`. The counter the phase is paced by is read by the pacer at its
+// next look, not here: TCP_INFO costs microseconds, and this runs three times a request.
 static void enter_phase(struct MHD_Connection *connection, enum pace_phase phase) {
     struct paced_connection *paced = paced_of(connection);
     if (paced == NULL) {
         return;
     }
     struct abrova_http_daemon *daemon = paced->daemon;
-    uint64_t received, acknowledged;
-    tcp_counters(paced->fd, &received, &acknowledged);
+    double now = monotonic_seconds();
     pthread_mutex_lock(&daemon->pace_lock);
     // A response queued before the body was read (a refusal) is not turned back into handling.
     if (phase == PACE_HANDLING && paced->phase == PACE_SENDING) {
@@ -111,8 +112,8 @@ static void enter_phase(struct MHD_Connection *connection, enum pace_phase phase
         return;
     }
     paced->phase = phase;
-    paced->baseline = phase == PACE_SENDING ? acknowledged : received;
-    paced->since = monotonic_seconds();
+    paced->needs_baseline = 1;
+    paced->since = now;
     pthread_mutex_unlock(&daemon->pace_lock);
 }
 
@@ -168,6 +169,13 @@ static void *pace(void *cls) {
             }
             uint64_t received, acknowledged;
             tcp_counters(paced->fd, &received, &acknowledged);
+            if (paced->needs_baseline) {
+                // What moved between the phase's start and now counts against the client: a
+                // quarter of a second's worth at most, which the grace covers.
+                paced->baseline = paced->phase == PACE_SENDING ? acknowledged : received;
+                paced->needs_baseline = 0;
+                continue;
+            }
             if (paced->phase == PACE_IDLE) {
                 if (received > paced->baseline) {
                     paced->phase = PACE_RECEIVING;
