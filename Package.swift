@@ -49,7 +49,7 @@ let package = Package(
         // The shopping-cart story of `abrova demo`: the server and two SDK instances in one process.
         .target(name: "AbrovaDemo", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP"]),
         // `abrova serve` and `abrova demo`.
-        .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaDemo"]),
+        .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSQLite", "AbrovaSync", "AbrovaDemo"]),
         .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
                                                                "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaPostgres"]),
         // Writes to a store until killed: the crash-safety test runs it.

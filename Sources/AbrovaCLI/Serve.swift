@@ -1,5 +1,6 @@
 import AbrovaHTTP
 import AbrovaServer
+import AbrovaSQLite
 import AbrovaWire
 import Dispatch
 import Foundation
@@ -50,20 +51,26 @@ func runServer(_ options: ServeOptions) throws {
         authenticator = authFile!
     } else {
         authFile = nil
-        logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
-        if options.developmentOnAllInterfaces {
-            logLine("WARNING: --dev-on-all-interfaces: development mode on every interface; anyone who can reach this port can read and write as any user")
-        }
         authenticator = DevelopmentAuthenticator()
     }
     let store: any ServerStore
     let storeName: String
     if let url = options.postgresURL {
-        store = try PostgresServerStore(url: url, maximumConnections: options.postgresConnections)
         storeName = "PostgreSQL at \(redactingPassword(url))"
+        do {
+            store = try PostgresServerStore(url: url, maximumConnections: options.postgresConnections)
+        } catch let error as ServerStoreError {
+            throw ServeFailure("cannot use the database \(storeName): \(error.message)")
+        }
     } else {
-        store = try SQLiteServerStore(path: options.databasePath)
         storeName = options.databasePath
+        do {
+            store = try SQLiteServerStore(path: options.databasePath)
+        } catch let error as SQLiteError {
+            throw ServeFailure("cannot open the database \(options.databasePath): \(error.message)")
+        } catch let error as ServerStoreError {
+            throw ServeFailure("cannot use the database \(options.databasePath): \(error.message)")
+        }
     }
     let limits = WireLimits(maximumChanges: options.maximumBatchChanges, maximumPageBytes: options.maximumPageBytes)
     let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
@@ -81,7 +88,14 @@ func runServer(_ options: ServeOptions) throws {
     let server = try HTTPServer(configuration: http) { request in
         handler.handle(request)
     }
+    logLine("abrova \(AbrovaRelease.version)")
     logLine("abrova serving \(storeName) (\(http.loopbackOnly ? "127.0.0.1 only" : "every interface")) on port \(server.port)")
+    if authFile == nil {
+        logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
+        if options.developmentOnAllInterfaces {
+            logLine("WARNING: --dev-on-all-interfaces: development mode on every interface; anyone who can reach this port can read and write as any user")
+        }
+    }
 
     // Expired tombstones are removed hourly, and once at start.
     let purge = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "abrova.purge"))
@@ -117,6 +131,16 @@ func runServer(_ options: ServeOptions) throws {
     purge.cancel()
     server.shutdown(timeout: .seconds(30))
     logLine("stopped")
+}
+
+/// Why the server could not start, in words.
+struct ServeFailure: Error, CustomStringConvertible {
+    let description: String
+    /// One line: a library's message of several lines (libpq's) is joined.
+    init(_ description: String) {
+        self.description = description.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            .joined(separator: " ")
+    }
 }
 
 /// The URL as it may be logged: a password in it becomes `***`.

@@ -11,7 +11,7 @@ let usage = """
       demo    the shopping-cart story: a temporary server, two devices offline, the merged cart
       serve   the sync server on the embedded SQLite store, or on PostgreSQL
 
-    `abrova <command> --help` describes each.
+    `abrova <command> --help` describes each; `abrova --version` says which release this is.
     """
 
 let serveUsage = """
@@ -67,6 +67,9 @@ case "demo":
     exit(await runDemo())
 case "--help", "-h", "help":
     print(usage)
+    exit(0)
+case "--version", "version":
+    print("abrova \(AbrovaRelease.version)")
     exit(0)
 default:
     fail("unknown command \(command)\n\(usage)")

@@ -81,3 +81,22 @@ extension ServerStore {
         try changes(after: version, limit: limit, collections: collections, maximumBytes: .max)
     }
 }
+
+/// A server store that cannot be used: a file of a newer schema, not a server store, or a
+/// database that cannot be reached.
+public struct ServerStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public let message: String
+    /// Whether the database could not be reached: nothing was done, or the outcome is unknown, and
+    /// the same request may succeed later (answered 503, not 500).
+    public let isUnavailable: Bool
+    init(_ message: String) {
+        self.message = message
+        isUnavailable = false
+    }
+    init(unavailable message: String) {
+        self.message = message
+        isUnavailable = true
+    }
+    public var description: String { message }
+}

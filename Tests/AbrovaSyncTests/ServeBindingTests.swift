@@ -33,6 +33,32 @@ import Testing
         await loopback.stop()
     }
 
+    @Test func theDevelopmentWarningFollowsASuccessfulStart() async throws {
+        let server = try await ServedCLI.start([])
+        let lines = server.log.split(separator: "\n")
+        let started = try #require(lines.firstIndex { $0.hasPrefix("abrova serving ") })
+        let warned = try #require(lines.firstIndex { $0.hasPrefix("warning: no --auth file") })
+        #expect(warned > started)
+        await server.stop()
+    }
+
+    @Test func aDatabaseThatCannotBeOpenedIsNamedInWordsAndNothingIsWarned() async throws {
+        let folder = TemporaryFolder()
+        let path = folder.path("missing-folder/x.sqlite")
+        let child = try ChildProcess("abrova", ["serve", "--port", "0", "--database", path], logPath: folder.path("serve.log"))
+        #expect(await child.waitUntilExit(limit: .seconds(30)) == 2)
+        #expect(child.log.contains("abrova: cannot open the database \(path): unable to open database file"), "\(child.log)")
+        #expect(!child.log.contains("warning"))
+        #expect(!child.log.contains("SQLite error"))
+    }
+
+    @Test func versionSaysTheRelease() async throws {
+        let folder = TemporaryFolder()
+        let child = try ChildProcess("abrova", ["--version"], logPath: folder.path("version.log"))
+        #expect(await child.waitUntilExit(limit: .seconds(30)) == 0)
+        #expect(child.log.hasPrefix("abrova 0."), "\(child.log)")
+    }
+
     @Test func devOnAllInterfacesWithAuthIsRefused() async throws {
         let folder = TemporaryFolder()
         let child = try ChildProcess("abrova", ["serve", "--port", "0", "--database", folder.path("x.sqlite"),
