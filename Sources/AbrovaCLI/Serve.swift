@@ -118,14 +118,15 @@ func runServer(_ options: ServeOptions) throws {
         source.resume()
         sources.append(source)
     }
-    // SIGHUP reads the auth file again at once (it is also read again when it changes).
-    signal(SIGHUP, SIG_IGN)
-    let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "abrova.reload"))
-    hangUp.setEventHandler {
-        if let authFile { authFile.reload() } else { logLine("SIGHUP: no --auth file to read again") }
+    // SIGHUP reads the auth file again at once (it is also read again when it changes). Without
+    // one, SIGHUP ends the server as it ends any program.
+    if let authFile {
+        signal(SIGHUP, SIG_IGN)
+        let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "abrova.reload"))
+        hangUp.setEventHandler { authFile.reload() }
+        hangUp.resume()
+        sources.append(hangUp)
     }
-    hangUp.resume()
-    sources.append(hangUp)
     stopped.wait()
     logLine("stopping: finishing requests in flight")
     purge.cancel()

@@ -185,7 +185,9 @@ private let headerVisitor: abrova_http_value_visitor = { context, key, value in
     let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
     let name = String(cString: key).lowercased()
     if state.headers[name] != nil { state.repeatedHeaders.insert(name) }
-    state.headers[name] = value.map { String(cString: $0) } ?? ""
+    let text = value.map { String(cString: $0) } ?? ""
+    state.headerBytes += name.utf8.count + text.utf8.count + 4  // ": " and CRLF
+    state.headers[name] = text
 }
 
 private let queryVisitor: abrova_http_value_visitor = { context, key, value in
@@ -205,6 +207,8 @@ private final class RequestState {
     var headers: [String: String] = [:]
     /// Lowercased names sent more than once.
     var repeatedHeaders: Set<String> = []
+    /// The size of every header line as sent, repeats included.
+    var headerBytes = 0
     var query: [String: String] = [:]
     var body: [UInt8] = []
     /// Body bytes received, kept or not.
@@ -283,7 +287,7 @@ private final class ServerCore: Sendable {
         abrova_http_visit_headers(connection, headerVisitor, Unmanaged.passUnretained(state).toOpaque())
         abrova_http_visit_query(connection, queryVisitor, Unmanaged.passUnretained(state).toOpaque())
         // Below libmicrohttpd's own limit (the connection's memory), whose answers are HTML.
-        if let oversize = HeadSizeRefusal(path: state.path, query: state.query, headers: state.headers) {
+        if let oversize = HeadSizeRefusal(path: state.path, query: state.query, headerBytes: state.headerBytes) {
             return respond(oversize.response, to: state, on: connection)
         }
         // First, before the body is read: a body framed two ways may hide a second request.

@@ -11,10 +11,10 @@ struct HeadSizeRefusal: Hashable, Sendable {
     let message: String
 
     /// The refusal of a head, `nil` when it is within the limits. Sizes are counted as sent, near
-    /// enough: each query argument and each header with its separators.
-    init?(path: String, query: [String: String], headers: [String: String]) {
+    /// enough: each query argument with its separators (a repeated name counts once: the target
+    /// is short by libmicrohttpd's memory in any case), and `headerBytes`, every header line.
+    init?(path: String, query: [String: String], headerBytes header: Int) {
         let target = path.utf8.count + query.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 2 }
-        let header = headers.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 4 }
         if target > Self.maximumTargetBytes {
             status = 414
             message = "the request target holds more than \(Self.maximumTargetBytes) bytes"

@@ -13,7 +13,12 @@ import Synchronization
 public final class AuthFile: Authenticator {
     private struct Loaded {
         var authenticator: ConfiguredAuthenticator
+        /// The stamp of the file the credentials came from.
         var stamp: FileStamp?
+        /// The stamp of the last version that could not be read, so that it is logged once: it is
+        /// tried again at every check until a version reads (a permission fixed changes no stamp
+        /// of its content).
+        var failedStamp: FileStamp??
         var checkedAt: Date
     }
 
@@ -34,7 +39,7 @@ public final class AuthFile: Authenticator {
         self.log = log
         let stamp = FileStamp(path: path)
         let authenticator = try Self.read(path, clock: clock)
-        loaded = Mutex(Loaded(authenticator: authenticator, stamp: stamp, checkedAt: clock()))
+        loaded = Mutex(Loaded(authenticator: authenticator, stamp: stamp, failedStamp: nil, checkedAt: clock()))
     }
 
     /// Reads the file again now. Returns whether its credentials are now in force; on failure the
@@ -44,12 +49,15 @@ public final class AuthFile: Authenticator {
         let stamp = FileStamp(path: path)
         do {
             let authenticator = try Self.read(path, clock: clock)
-            loaded.withLock { $0 = Loaded(authenticator: authenticator, stamp: stamp, checkedAt: clock()) }
+            loaded.withLock { $0 = Loaded(authenticator: authenticator, stamp: stamp, failedStamp: nil, checkedAt: clock()) }
             log("auth: read \(path) again (\(authenticator.apiKeys.count) API keys, \(authenticator.grants.count) tokens)")
             return true
         } catch {
-            loaded.withLock { $0.stamp = stamp; $0.checkedAt = clock() }
-            log("auth: \(path) not read again, the credentials before stay in force: \(error.message)")
+            let isNew = loaded.withLock { loaded in
+                defer { loaded.failedStamp = .some(stamp) }
+                return loaded.failedStamp != .some(stamp)
+            }
+            if isNew { log("auth: \(path) not read again, the credentials before stay in force: \(error.message)") }
             return false
         }
     }
@@ -78,13 +86,16 @@ public final class AuthFile: Authenticator {
 }
 
 /// What tells one version of a file from the next without reading it: an editor that writes in
-/// place changes the size or the time, one that saves by renaming changes the inode.
+/// place changes the size or the time, one that saves by renaming changes the inode, and a change
+/// of owner or mode the status time.
 struct FileStamp: Hashable, Sendable {
     var device: UInt64
     var inode: UInt64
     var size: Int64
     var modifiedSeconds: Int
     var modifiedNanoseconds: Int
+    var changedSeconds: Int
+    var changedNanoseconds: Int
 
     /// The file's stamp, `nil` when it cannot be looked at.
     init?(path: String) {
@@ -96,9 +107,13 @@ struct FileStamp: Hashable, Sendable {
         #if canImport(Darwin)
         modifiedSeconds = info.st_mtimespec.tv_sec
         modifiedNanoseconds = info.st_mtimespec.tv_nsec
+        changedSeconds = info.st_ctimespec.tv_sec
+        changedNanoseconds = info.st_ctimespec.tv_nsec
         #else
         modifiedSeconds = info.st_mtim.tv_sec
         modifiedNanoseconds = info.st_mtim.tv_nsec
+        changedSeconds = info.st_ctim.tv_sec
+        changedNanoseconds = info.st_ctim.tv_nsec
         #endif
     }
 }

@@ -134,11 +134,20 @@ public struct PresetRules: SecurityRules, Hashable {
     /// create is refused, by `allowsWrite`.)
     public func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String? {
         guard ids == .ownerPrefixed, write == .owner, let user = caller.userID, !Self.isInNamespace(key.id, of: user) else { return nil }
+        guard Self.hasNamespace(user) else {
+            return "ids in \(key.collection) begin with their owner's user id and \":\"; a user id with \":\" or characters ids may not hold has none"
+        }
         return "ids in \(key.collection) begin with their owner's user id and \":\"; \(key) is not in yours"
     }
 
+    /// The namespace is the id up to its first `:`. A user id that holds a `:` has none (user
+    /// `org` owns `org:bob:list`, so user `org:bob` cannot), nor one that an id cannot begin with.
     private static func isInNamespace(_ id: String, of user: String) -> Bool {
-        id.utf8.count > user.utf8.count + 1 && id.hasPrefix(user + ":")
+        hasNamespace(user) && id.utf8.count > user.utf8.count + 1 && id.hasPrefix(user + ":")
+    }
+
+    private static func hasNamespace(_ user: String) -> Bool {
+        (try? DocumentKey(collection: "x", id: user).validate()) != nil && !user.contains(":")
     }
 
     public func validate(_ document: StoredDocument) throws(RequestError) {

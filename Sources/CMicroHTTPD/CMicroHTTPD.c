@@ -13,7 +13,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
 #ifdef __linux__
+#include <linux/sockios.h>
 #include <linux/tcp.h>
 #endif
 
@@ -74,20 +77,42 @@ static double monotonic_seconds(void) {
     return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
-// The connection's TCP counters; 0 when the system does not say.
-static void tcp_counters(int fd, uint64_t *received, uint64_t *acknowledged) {
+// The connection's TCP counters. Returns 0 when the system does not give them (a kernel whose
+// TCP_INFO is older than the two counters): the connection is then not paced.
+static int tcp_counters(int fd, uint64_t *received, uint64_t *acknowledged) {
     *received = 0;
     *acknowledged = 0;
 #ifdef __linux__
     struct tcp_info info;
     socklen_t length = sizeof info;
     memset(&info, 0, sizeof info);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0) {
-        *received = info.tcpi_bytes_received;
-        *acknowledged = info.tcpi_bytes_acked;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0
+        || length < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received) {
+        return 0;
     }
+    *received = info.tcpi_bytes_received;
+    *acknowledged = info.tcpi_bytes_acked;
+    return 1;
 #else
     (void)fd;
+    return 0;
+#endif
+}
+
+// Whether the server, not the client, is the slow side of the phase: bytes have arrived that it
+// has not read yet (its thread is busy with another connection's handler), or it has nothing
+// queued for the client to take.
+static int is_server_behind(int fd, enum pace_phase phase) {
+#ifdef __linux__
+    int queued = 0;
+    if (phase == PACE_RECEIVING) {
+        return ioctl(fd, SIOCINQ, &queued) == 0 && queued > 0;
+    }
+    return ioctl(fd, SIOCOUTQ, &queued) == 0 && queued == 0;
+#else
+    (void)fd;
+    (void)phase;
+    return 0;
 #endif
 }
 
@@ -168,7 +193,9 @@ static void *pace(void *cls) {
                 continue;
             }
             uint64_t received, acknowledged;
-            tcp_counters(paced->fd, &received, &acknowledged);
+            if (!tcp_counters(paced->fd, &received, &acknowledged)) {
+                continue;
+            }
             if (paced->needs_baseline) {
                 // What moved between the phase's start and now counts against the client: a
                 // quarter of a second's worth at most, which the grace covers.
@@ -184,6 +211,12 @@ static void *pace(void *cls) {
                 continue;
             }
             uint64_t counter = paced->phase == PACE_SENDING ? acknowledged : received;
+            if (is_server_behind(paced->fd, paced->phase)) {
+                // The pace is the client's again from when the server catches up.
+                paced->baseline = counter;
+                paced->since = now;
+                continue;
+            }
             double moved = counter > paced->baseline ? (double)(counter - paced->baseline) : 0;
             double paced_for = now - paced->since - (double)daemon->grace_seconds;
             if (paced_for > 0 && moved < paced_for * (double)daemon->minimum_bytes_per_second) {
@@ -193,7 +226,7 @@ static void *pace(void *cls) {
             }
         }
         struct timespec wake;
-        clock_gettime(CLOCK_REALTIME, &wake);
+        clock_gettime(CLOCK_MONOTONIC, &wake);
         wake.tv_nsec += 250 * 1000 * 1000;
         if (wake.tv_nsec >= 1000 * 1000 * 1000) {
             wake.tv_sec += 1;
@@ -269,7 +302,12 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
 #endif
     daemon->grace_seconds = slow_client_grace_seconds;
     pthread_mutex_init(&daemon->pace_lock, NULL);
-    pthread_cond_init(&daemon->pace_stop, NULL);
+    // The pacer's waits are on the monotonic clock: a change of the wall clock neither stalls nor hurries it.
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&daemon->pace_stop, &monotonic);
+    pthread_condattr_destroy(&monotonic);
 
     struct sockaddr_in loopback;
     memset(&loopback, 0, sizeof loopback);

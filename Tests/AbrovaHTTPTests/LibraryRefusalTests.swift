@@ -27,6 +27,7 @@ import Testing
         ("GET /" + String(repeating: "a", count: 9_000) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414),
         ("GET /v1/pull?cursor=" + String(repeating: "c", count: 9_000) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414),
         ("GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " + String(repeating: "a", count: 40_000) + "\r\n\r\n", 431),
+        ("GET / HTTP/1.1\r\nHost: a\r\n" + String(repeating: "X-Same: " + String(repeating: "s", count: 100) + "\r\n", count: 300) + "\r\n", 431),
         ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n" + (0..<300).map { "X-\($0): " + String(repeating: "v", count: 120) + "\r\n" }.joined()
          + "\r\n{}", 431),
     ])

@@ -213,6 +213,31 @@ import Testing
         server.shutdown()
     }
 
+    /// A handler that holds the server's only thread keeps other connections' requests unread:
+    /// that is the server's slowness, not theirs, and they are not cut for it.
+    @Test func aClientWaitingForABusyServerIsNotCut() async throws {
+        let server = try HTTPServer(configuration: HTTPServerConfiguration(
+            threadCount: 1, connectionTimeoutSeconds: 30, loopbackOnly: true, minimumBytesPerSecond: 200, slowClientGraceSeconds: 1)) { request in
+            if request.path == "/busy" { Thread.sleep(forTimeInterval: 3) }
+            return HTTPResponse(status: 200, body: Array("ok".utf8))
+        }
+        let port = server.port
+        let statuses = try await onNewThread { () -> [Int] in
+            // Both accepted while the thread is free; then one holds it, and the other's request
+            // waits unread in the socket.
+            let waiting = try RawHTTPConnection(port: port)
+            let busy = try RawHTTPConnection(port: port)
+            Thread.sleep(forTimeInterval: 0.3)
+            try busy.send("GET /busy HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            Thread.sleep(forTimeInterval: 0.3)
+            try waiting.send("GET /other HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            return [try busy.readResponse().status, try waiting.readResponse().status]
+        }
+        #expect(statuses == [200, 200])
+        #expect(server.slowConnectionsClosed == 0)
+        server.shutdown()
+    }
+
     @Test func aClientThatDoesNotTakeItsAnswerIsClosedAndItsSlotFreed() async throws {
         // The average counts from the answer's start: the 4 KiB the reader's kernel takes at once
         // buy it two seconds at this minimum.

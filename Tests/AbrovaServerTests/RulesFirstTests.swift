@@ -15,7 +15,7 @@ import Testing
     /// A push's answer as the caller gets it, as text.
     func answer(_ fixture: ServiceFixture, _ changes: [(DocumentKey, DocumentDelta)], as user: String, sequence: Int64,
                 strategy: ConflictStrategy) throws -> String {
-        let request = makeRequest(changes, client: "\(user)-phone", sequence: sequence, strategy: strategy)
+        let request = makeRequest(changes, client: "\(user.replacingOccurrences(of: ":", with: "_"))-phone", sequence: sequence, strategy: strategy)
         return String(decoding: try fixture.service.push(request, caller: .user(user)), as: UTF8.self)
     }
 
@@ -110,6 +110,13 @@ import Testing
             #expect(try shape(text).hasPrefix("rejected 403 ids in lists begin with their owner's user id"), "\(id): \(text)")
         }
         #expect(try fixture.service.document(anas, caller: .user("ana")).state.document == ["n": 1])
+        // A user id with a colon would overlap another's namespace ("ana" owns "ana:x:list"), so it has none.
+        let overlapping = try answer(fixture, [(DocumentKey(collection: "lists", id: "ana:x:list"), try .create(["n": 1], base: .zero))],
+                                     as: "ana:x", sequence: 1, strategy: .merge)
+        #expect(try shape(overlapping).hasPrefix("rejected 403 ids in lists begin with their owner's user id and \":\"; a user id with"))
+        let anasOwn = try answer(fixture, [(DocumentKey(collection: "lists", id: "ana:x:list"), try .create(["n": 1], base: .zero))],
+                                 as: "ana", sequence: 1, strategy: .merge)
+        #expect(try shape(anasOwn).hasPrefix("applied"), "\(anasOwn)")
     }
 
     /// Where any signed-in user writes, others change a user's documents, but create only in
