@@ -9,6 +9,8 @@ struct BenchmarkOptions {
     var isQuick = false
     /// Runs only the figures whose names contain this text (`--only store`).
     var only: String?
+    /// Where the table is written as a markdown page, if anywhere (`--markdown Docs/benchmarks-latest.md`).
+    var markdownPath: String?
 
     /// Whether the figure named `name` runs.
     func runs(_ name: String) -> Bool { only.map { name.contains($0) } ?? true }
@@ -20,6 +22,7 @@ struct BenchmarkOptions {
             case "--json": jsonPath = remaining.popFirst() ?? jsonPath
             case "--quick": isQuick = true
             case "--only": only = remaining.popFirst()
+            case "--markdown": markdownPath = remaining.popFirst()
             default: print("ignoring unknown argument \(argument)")
             }
         }
@@ -48,12 +51,34 @@ struct BenchmarkReport {
 
     func printTable() {
         print("")
-        print("| figure | ours | baseline | ratio | goal | met |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print(table)
+    }
+
+    /// The rows as a markdown table.
+    var table: String {
+        var lines = ["| figure | ours | baseline | ratio | goal | met |", "| --- | --- | --- | --- | --- | --- |"]
         for row in rows {
             let verdict = row.isGoalMet.map { $0 ? "yes" : "no" } ?? "-"
-            print("| \(row.name) | \(row.figure) | \(row.baseline) | \(String(format: "%.2f", row.ratio))× | \(row.goal) | \(verdict) |")
+            lines.append("| \(row.name) | \(row.figure) | \(row.baseline) | \(String(format: "%.2f", row.ratio))× | \(row.goal) | \(verdict) |")
         }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The table as a page of its own, with when and where it was measured: what
+    /// `abrova-bench --markdown FILE` writes.
+    func writeMarkdown(to path: String, isQuick: Bool) throws {
+        let page = """
+            # abrova-bench: the latest figures
+
+            Written by `abrova-bench --markdown \(path)`\(isQuick ? " --quick" : "") on \(ISO8601DateFormatter().string(from: Date())), \
+            \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \
+            load average at the end \(Self.loadAverage ?? "unknown"). Each ratio is against a baseline measured in the same run; \
+            Docs/BENCHMARKS.md says what each figure measures, and its history.
+
+            \(table)
+
+            """
+        try Data(page.utf8).write(to: URL(fileURLWithPath: path))
     }
 
     func writeJSON(to path: String) throws {

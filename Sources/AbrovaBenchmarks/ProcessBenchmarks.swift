@@ -35,7 +35,7 @@ struct ProcessBenchmarks {
 
     func run(into report: inout BenchmarkReport) throws {
         // One batch of the SDK's size per client in a full run: with writes serialised, as they
-        // are on PostgreSQL (see README), more changes only make the run longer.
+        // are on PostgreSQL (see Docs/BENCHMARKS.md), more changes only make the run longer.
         let perClient = options.isQuick ? 250 : ServerBenchmarks.batchSize
         let changes = perClient * Self.clients
         let repetitions = options.isQuick ? 1 : 3

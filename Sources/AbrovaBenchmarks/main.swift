@@ -34,6 +34,10 @@ print("\nload average at the end: \(BenchmarkReport.loadAverage ?? "unknown") (1
 do {
     try report.writeJSON(to: options.jsonPath)
     print("\nwrote \(options.jsonPath)")
+    if let path = options.markdownPath {
+        try report.writeMarkdown(to: path, isQuick: options.isQuick)
+        print("wrote \(path)")
+    }
 } catch {
     print("\ncould not write \(options.jsonPath): \(error)")
     exit(1)

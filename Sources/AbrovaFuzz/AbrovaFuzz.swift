@@ -4,7 +4,7 @@ import Foundation
 
 /// `abrova-fuzz`: seeded random-mutation runs of the fuzz targets, replay of saved inputs, and the
 /// seed corpus for libFuzzer (the same binary built with `-DLIBFUZZER` is a libFuzzer binary; see
-/// LibFuzzerEntry.swift and the README's "Fuzzing").
+/// LibFuzzerEntry.swift and the "Fuzzing" in Docs/TESTING.md).
 @main
 struct AbrovaFuzz {
     static let usage = """

@@ -3,7 +3,7 @@ import AbrovaFuzzing
 import CLibFuzzer
 import Foundation
 
-// abrova-fuzz built with `-Xswiftc -sanitize=fuzzer -Xswiftc -DLIBFUZZER` (README, "Fuzzing"):
+// abrova-fuzz built with `-Xswiftc -sanitize=fuzzer -Xswiftc -DLIBFUZZER` (Docs/TESTING.md, "Fuzzing"):
 // a libFuzzer binary for the target named by ABROVA_FUZZ_TARGET. Its arguments are libFuzzer's
 // (corpus folders, -max_total_time=60, -dict=...).
 

@@ -57,7 +57,7 @@ public final class HTTPTransport: SyncTransport {
     ///     an anonymous caller (who may read public collections and never push).
     ///   - timeout: how long a request may take in all (30 s by default).
     ///   - compressionLevel: the zstd level of push bodies (1, the cheapest, by default: the
-    ///     server's work per change dominates, see README).
+    ///     server's work per change dominates, see Docs/BENCHMARKS.md).
     ///   - compressionThreshold: push bodies from this size (1 KiB by default) are compressed.
     ///   - maximumAnswerBytes: the largest answer accepted, decompressed (64 MiB by default).
     public convenience init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,

@@ -8,7 +8,7 @@ import Testing
 /// Every fuzz target (Sources/AbrovaFuzzing) fed its seeds and then seeded random mutations of
 /// them, in a few seconds each on a debug build. A failure prints the property's seed and the
 /// smallest failing input; replay with `ABROVA_PROPERTY_SEED=<seed> swift test --filter
-/// AbrovaFuzzingTests`. Longer runs: `abrova-fuzz` and the libFuzzer build (README, "Fuzzing").
+/// AbrovaFuzzingTests`. Longer runs: `abrova-fuzz` and the libFuzzer build (Docs/TESTING.md, "Fuzzing").
 @Suite(.timeLimit(.minutes(5))) struct FuzzTargetTests {
     static let fixtures = WireCorpus.load()
     /// Smaller than the tool's 2 MiB: a debug build reads a 1 MiB body in about a second.
