@@ -62,12 +62,15 @@ import Testing
             }
             let despiteUploads = try get("/other")
             // Two slow requests take both slots: another request waits its turn (429), health does not.
+            // One after the other: a thread blocked in a handler accepts no connection, so the
+            // second lands on another thread (two sent at once may share one, and the second
+            // would wait behind the first instead of taking its slot).
             let slow = (0..<2).map { _ in
                 let connection = try? RawHTTPConnection(port: port)
                 try? connection?.send("GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                _ = entered.wait(timeout: .now() + 20)
                 return connection
             }
-            for _ in 0..<2 { _ = entered.wait(timeout: .now() + 20) }  // both slots taken
             let busy = try get("/other")
             let health = try get("/v1/health")
             gate.signal()
