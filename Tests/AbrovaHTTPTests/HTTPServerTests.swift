@@ -172,7 +172,8 @@ import Darwin
     @Test func shutdownAnswersTheRequestInFlightAndCallsNoMoreHandlers() async throws {
         let recorder = Recorder()
         let gate = Gate()
-        let server = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true)) { request in
+        // No minimum rate: the upload it leaves stalled must outlive a full run's starved test threads.
+        let server = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true, minimumBytesPerSecond: 0)) { request in
             recorder.record(request)
             gate.hold()
             return HTTPResponse(status: 200, body: Array("finished".utf8))
@@ -264,7 +265,8 @@ import Darwin
 
     @Test func abortedUploadsAreReleased() async throws {
         let recorder = Recorder()
-        let server = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true)) { request in
+        // No minimum rate: the upload it leaves stalled must outlive a full run's starved test threads.
+        let server = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true, minimumBytesPerSecond: 0)) { request in
             recorder.record(request)
             return HTTPResponse(status: 200)
         }

@@ -38,8 +38,9 @@ import Testing
     @Test func stalledUploadsHoldNoRequestSlotAndHealthIsAnsweredWhateverTheLoad() async throws {
         let gate = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
+        // No minimum rate: the stalled uploads must outlive a full run's starved test threads.
         let server = try HTTPServer(configuration: HTTPServerConfiguration(
-            threadCount: 4, maximumConcurrentRequests: 2, loopbackOnly: true)) { request in
+            threadCount: 4, maximumConcurrentRequests: 2, loopbackOnly: true, minimumBytesPerSecond: 0)) { request in
             if request.path == "/slow" {
                 entered.signal()
                 _ = gate.wait(timeout: .now() + 20)
