@@ -332,8 +332,8 @@ public final class AbrovaSync: Sendable {
 
     // MARK: The seed's table
 
-    /// One app write: to the server first when it can be reached (after older queued writes), and
-    /// saved there as written (`body` is told whether the server answers); else saved on the
+    /// One app write: to the server first when it can be reached (after older queued writes, and
+    /// without waiting for the pulls of the run that sends it), and saved there as written (`body` is told whether the server answers); else saved on the
     /// device and queued, to be settled by the collection's strategy. A refusal throws and leaves
     /// nothing queued or changed; so does a write that cannot reach the server when offline
     /// persistence is off. The snapshot of a write the server saved lists the conflicts it settled.
@@ -346,7 +346,7 @@ public final class AbrovaSync: Sendable {
         do {
             let (local, receipt) = try await body(store, online)
             guard online else { return local }
-            let run = await engine.sync()
+            let run = await engine.syncForWrite()
             let conflicts: [Conflict]
             switch run.answer(to: receipt, of: key) {
             case .rejected(let statusCode, let message)?:

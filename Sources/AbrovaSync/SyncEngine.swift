@@ -132,6 +132,12 @@ public actor SyncEngine {
     private var decisions: SyncDecisions
     private var current: (task: Task<RunResult, Never>, phase: Phase)?
     private var followUp: Task<RunResult, Never>?
+    /// Online writes waiting for their push (`syncForWrite`): each is answered when a push round
+    /// that began after it came has ended (its write was in the store before the round froze
+    /// anything), with what the run has settled so far; pulls wait for them between pages.
+    private var pushWaiters: [(after: Int, continuation: CheckedContinuation<RunResult, Never>)] = []
+    /// Push rounds begun, in every run.
+    private var pushRoundsBegun = 0
     private var probe: Task<Void, Never>?
     /// Documents whose kept conflict the app's resolver is deciding now.
     private var resolving: Set<DocumentKey> = []
@@ -226,16 +232,30 @@ public actor SyncEngine {
         return await startRun()
     }
 
+    /// The run an online write waits on, for its push only: the run going (which pushes it
+    /// between two pulled pages, if it is pulling), or a new one. Pulls are not waited for.
+    func syncForWrite() async -> RunResult {
+        guard decisions.mayRun, !isReplacingToken else { return RunResult(outcome: .unreachable) }
+        if current == nil { _ = beginRun() }
+        return await withCheckedContinuation { continuation in
+            pushWaiters.append((after: pushRoundsBegun, continuation: continuation))
+        }
+    }
+
     private func startRun() async -> RunResult {
+        await beginRun().value
+    }
+
+    /// Starts a run; it is `current` until it ends (`run` clears it, in the same step as it
+    /// answers the writes still waiting, so none waits on a run that has ended).
+    private func beginRun() -> Task<RunResult, Never> {
         followUp = nil
         let task = Task { [weak self] () -> RunResult in
             guard let self else { return RunResult(outcome: .failed) }
             return await self.run()
         }
         current = (task, .starting)
-        let result = await task.value
-        current = nil
-        return result
+        return task
     }
 
     private func run() async -> RunResult {
@@ -247,8 +267,19 @@ public actor SyncEngine {
         var result = RunResult()
         var syncedCount = 0
         do {
-            if try await tokenIsTheStoreUsers(&result) { try await pushAll(into: &result, syncedCount: &syncedCount) }
-            if result.outcome == .completed { try await pullAll(into: &result, syncedCount: &syncedCount) }
+            if try await tokenIsTheStoreUsers(&result) { try await pushRound(into: &result, syncedCount: &syncedCount) }
+            if result.outcome == .completed {
+                try await pullAll(into: &result, syncedCount: &syncedCount)
+                if result.outcome != .completed, hasWaitingWrites {
+                    // A pull that failed does not leave the writes waiting for it without an
+                    // attempt of their own, as a run of their own would have made one.
+                    var own = RunResult(settled: result.settled)
+                    try await pushRound(into: &own, syncedCount: &syncedCount)
+                    result.settled = own.settled
+                }
+            }
+            // Writes that came during the last page.
+            while result.outcome == .completed, hasWaitingWrites { try await pushRound(into: &result, syncedCount: &syncedCount) }
         } catch {
             result.outcome = .failed
             fail(AbrovaSyncError.wrapping(error))
@@ -263,6 +294,9 @@ public actor SyncEngine {
         case .unauthorized, .failed, .anotherUser:
             break  // told already, with the error (unauthorized(_:), fail(_:)), or moving to another store
         }
+        // In one step with nothing awaited before: no write can come to wait on a run that has ended.
+        current = nil
+        answerWaitingWrites(upTo: .max, with: result)
         return result
     }
 
@@ -296,6 +330,24 @@ public actor SyncEngine {
         // A token replaced while the server was asked is asked about at the next run.
         if generation == tokenGeneration { checkedTokenGeneration = generation }
         return true
+    }
+
+    /// Whether an online write waits for a push round that has not begun yet.
+    private var hasWaitingWrites: Bool { pushWaiters.contains { $0.after >= pushRoundsBegun } }
+
+    /// One round of pushes, and then the answer to the writes that were waiting when it began.
+    private func pushRound(into result: inout RunResult, syncedCount: inout Int) async throws {
+        pushRoundsBegun += 1
+        let round = pushRoundsBegun
+        try await pushAll(into: &result, syncedCount: &syncedCount)
+        answerWaitingWrites(upTo: round, with: result)
+    }
+
+    /// Answers the writes that came before round `round` began.
+    private func answerWaitingWrites(upTo round: Int, with result: RunResult) {
+        let (answered, waiting) = (pushWaiters.filter { $0.after < round }, pushWaiters.filter { $0.after >= round })
+        pushWaiters = waiting
+        for waiter in answered { waiter.continuation.resume(returning: result) }
     }
 
     /// Sends batches until nothing is unsent.
@@ -474,6 +526,11 @@ public actor SyncEngine {
             if !page.hasMore {
                 try await store.endOfPull()
                 return
+            }
+            // An online write made meanwhile goes out now, not after the last page.
+            if hasWaitingWrites {
+                try await pushRound(into: &result, syncedCount: &syncedCount)
+                guard result.outcome == .completed else { return }
             }
         }
     }

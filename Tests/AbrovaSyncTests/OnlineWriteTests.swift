@@ -92,6 +92,45 @@ import Testing
         await live.stop()
     }
 
+    /// The facade forwards: an online write waits for its own push, which the run going sends
+    /// between two pulled pages, not for the pulls. Before, a write made during a first sync
+    /// waited for every page, then for a run of its own (push and pull).
+    @Test func anOnlineWriteMadeWhileARunPullsWaitsForItsPushNotForThePulls() async throws {
+        let live = try LiveSyncServer()
+        // 1,200 documents: three pages of 500, each pull taking 400 ms.
+        for batch in 0..<2 {
+            let changes = try (0..<600).map { index in
+                (DocumentKey(collection: "carts", id: "c\(batch)-\(index)"), try DocumentDelta.create(["n": .int(Int64(index))], base: .zero))
+            }
+            _ = try live.service.push(makeRequest(changes, client: "seed", sequence: Int64(batch + 1)), caller: .user("ana"))
+        }
+        let made = Locked<PullCountingTransport?>(nil)
+        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+            .serverURL(live.url)
+            .storePath(folder.path("pulling.sqlite"))
+            .authToken(LiveSyncServer.token(of: "ana"))
+            .transport { token in
+                let transport = PullCountingTransport(SlowTransport(live.makeTransport(as: nil, token: token), pullDelay: .milliseconds(400)))
+                made.update { $0 = transport }
+                return transport
+            }
+            .build())
+        live.onStop { await sync.close() }
+        let transport = try #require(made.value)
+        #expect(await eventually(30) { transport.begun.value >= 1 }, "the first sync did not start")
+
+        let snapshot = try await sync.collection("carts").document("w1").setData(["n": 1])
+        let pagesWhenAnswered = transport.ended.value
+        #expect(!snapshot.metadata.hasPendingWrites)
+        #expect(try live.service.document(DocumentKey(collection: "carts", id: "w1"), caller: .user("ana")).state.document == ["n": 1])
+        #expect(pagesWhenAnswered < 3, "the write waited for \(pagesWhenAnswered) pulled pages")
+        // The run goes on and brings every page.
+        let last = sync.collection("carts").document("c1-599")
+        #expect(await eventually(30) { (try? await last.getDocument(source: .cache).data) == ["n": 599] }, "the last page never came")
+        #expect(await sync.pendingCount == 0)
+        await live.stop()
+    }
+
     @Test func aQueuedWriteIsStillSettledByTheStrategy() async throws {
         let live = try LiveSyncServer()
         let (_, second) = try await twoDevicesAfterTheFirstSetSeven(live, .serverWins)

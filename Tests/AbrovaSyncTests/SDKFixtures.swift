@@ -95,6 +95,29 @@ final class SlowTransport: SyncTransport {
     func sessionUser() async throws(TransportFailure) -> String?? { try await inner.sessionUser() }
 }
 
+/// A transport that counts the pulls it has begun and ended, each pull taking `pullDelay`.
+final class PullCountingTransport: SyncTransport {
+    let inner: SlowTransport
+    let begun = SharedCounter()
+    let ended = SharedCounter()
+
+    init(_ inner: SlowTransport) { self.inner = inner }
+
+    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse { try await inner.push(body: body) }
+
+    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+        begun.increment()
+        defer { ended.increment() }
+        return try await inner.pull(cursor: cursor, limit: limit)
+    }
+
+    func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? { try await inner.document(key) }
+
+    func isReachable() async -> Bool { await inner.isReachable() }
+
+    func sessionUser() async throws(TransportFailure) -> String?? { try await inner.sessionUser() }
+}
+
 final class SharedFlag: Sendable {
     private let storage = Locked(false)
     var value: Bool {
