@@ -25,6 +25,7 @@ struct SyncBenchmarks {
             // The growth of pulls is read from the initial syncs.
             if options.runs("sync-initial") || options.runs("sync-growth-pull") { try measureInitialSync(into: &report) }
             if options.runs("sync-growth-push") { try await measurePushGrowth(into: &report) }
+            if options.runs("sync-write-during-pull") { try await measureWriteDuringFirstSync(into: &report) }
         } catch {
             print("sync benchmarks failed: \(error)")
         }
@@ -189,6 +190,49 @@ struct SyncBenchmarks {
             + row.figure
         row.baseline += " (processor)"
         report.add(row)
+    }
+
+    /// An online write made while the device's first sync pulls 5,000 documents, against the same
+    /// write on the device once it is idle. The write waits for its own push, which the run sends
+    /// between two pages; before, it waited for every page and then a run of its own. Goal: at
+    /// most 20× the idle write (one page of 500 and a push), where the whole pull is about 10×
+    /// that. Median of 5.
+    private func measureWriteDuringFirstSync(into report: inout BenchmarkReport) async throws {
+        let documents = options.isQuick ? 2_000 : 5_000
+        let folder = TemporaryFolder()
+        let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
+        try Self.seed(store, from: 0, to: documents)
+        let server = try SyncServer(store: store)
+        defer { server.stop() }
+        var during: [Double] = []
+        var idle: [Double] = []
+        var firstSync: [Double] = []
+        let clock = ContinuousClock()
+        for round in 0..<5 {
+            let config = try AbrovaSyncConfigBuilder(apiKey: "bench").serverURL(URL(string: "http://127.0.0.1:\(server.port)")!)
+                .storePath(folder.path("device-\(round).sqlite")).authToken("reader").build()
+            let start = clock.now
+            let sync = try AbrovaSync(config: config)
+            var progress = sync.syncProgressChanges.makeAsyncIterator()
+            // The first page is in: the run is pulling the rest.
+            while let step = await progress.next(), step.pulledDocuments == 0 {}
+            let write = clock.now
+            try await sync.collection("notes").document("during-\(round)").setData(["n": 1])
+            during.append(seconds(clock.now - write))
+            while let step = await progress.next(), step.pulledDocuments < documents || step.isPulling {}
+            firstSync.append(seconds(clock.now - start))
+            let later = clock.now
+            try await sync.collection("notes").document("idle-\(round)").setData(["n": 2])
+            idle.append(seconds(clock.now - later))
+            await sync.close()
+        }
+        let (duringTime, idleTime) = (median(during), median(idle))
+        print(String(format: "online write during a first sync of %d documents: %.1f ms; idle: %.1f ms; the first sync %.0f ms",
+                     documents, duringTime * 1000, idleTime * 1000, median(firstSync) * 1000))
+        report.add(BenchmarkRow(name: "sync: an online write during a first sync of \(documents) documents (loopback HTTP)",
+                                figure: String(format: "%.1f ms (the first sync: %.0f ms)", duringTime * 1000, median(firstSync) * 1000),
+                                baseline: String(format: "%.1f ms, the same write on the idle device", idleTime * 1000),
+                                ratio: duringTime / idleTime, goal: "≤ 20×", isGoalMet: duringTime / idleTime <= 20))
     }
 
     /// Wall and processor seconds from the start of a device holding `size` pending creates until
