@@ -76,6 +76,8 @@ let package = Package(
         .testTarget(name: "AbrovaFuzzingTests", dependencies: ["AbrovaFuzzing", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),
         // The demo's story, run in-process.
         .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
+        // Imports the SDK as an app does (no @testable, no SPI): the documentation's examples compile.
+        .testTarget(name: "AbrovaAppTests", dependencies: ["AbrovaSync"]),
     ],
     swiftLanguageModes: [.v6]
 )
