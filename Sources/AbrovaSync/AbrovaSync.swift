@@ -43,7 +43,7 @@ public final class AbrovaSync: Sendable {
     /// The current user's device store.
     var store: LocalStore { current.value.store }
     /// The engine that syncs it.
-    var engine: SyncEngine { current.value.engine }
+    var engine: SyncRunner { current.value.engine }
 
     private static let sharedInstance = Mutex<AbrovaSync?>(nil)
 
@@ -130,8 +130,8 @@ public final class AbrovaSync: Sendable {
     }
 
     private static func makeEngine(_ store: LocalStore, _ transport: any SyncTransport, _ configuration: AbrovaSyncConfig,
-                                   _ outputs: SyncOutputs, instance: Guarded<InstanceReference>) -> SyncEngine {
-        SyncEngine(store: store, transport: transport, configuration: configuration, outputs: outputs,
+                                   _ outputs: SyncOutputs, instance: Guarded<InstanceReference>) -> SyncRunner {
+        SyncRunner(store: store, transport: transport, configuration: configuration, outputs: outputs,
                    tokenOfAnotherUser: { user in try? await instance.value.value?.switchUser(to: user) })
     }
 
@@ -411,9 +411,9 @@ struct InstanceReference: Sendable {
 /// One user's part of an instance: their device store and the engine that syncs it.
 final class UserSession: Sendable {
     let store: LocalStore
-    let engine: SyncEngine
+    let engine: SyncRunner
 
-    init(store: LocalStore, engine: SyncEngine) {
+    init(store: LocalStore, engine: SyncRunner) {
         self.store = store
         self.engine = engine
     }

@@ -2,7 +2,7 @@ import AbrovaWire
 
 /// How large the next batch may be: the SDK's setting, within the limits the server announces
 /// (`GET /v1/health`), and halved while a run splits a batch the server refused as a whole. A
-/// value with no I/O; `SyncEngine` asks the server and freezes batches by it.
+/// value with no I/O; `SyncRunner` asks the server and freezes batches by it.
 struct BatchLimits: Equatable {
     /// The bytes a batch's body may take when the server announces no limit: half its default
     /// limit on bodies, so that a batch refused for its size is rare; splitting handles the rest.

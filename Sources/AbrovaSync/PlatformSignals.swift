@@ -23,7 +23,7 @@ final class PlatformSignals: @unchecked Sendable {
     #endif
 
     /// Signals for the engine `engine` gives (the instance's current one; `nil` once it is gone).
-    init(engine: @escaping @Sendable () -> SyncEngine?, notificationCenter: NotificationCenter = .default) {
+    init(engine: @escaping @Sendable () -> SyncRunner?, notificationCenter: NotificationCenter = .default) {
         let token = notificationCenter.addObserver(forName: Self.foregroundNotification, object: nil, queue: nil) { _ in
             guard let engine = engine() else { return }
             Task { await engine.cameToForeground() }

@@ -1,13 +1,13 @@
 /// The sync engine's decisions, apart from its I/O: given what happened, the states the app sees
 /// and what the engine does next. A value type, so tests drive it event by event without a
-/// network; `SyncEngine` feeds it and carries out its actions.
+/// network; `SyncRunner` feeds it and carries out its actions.
 struct SyncDecisions: Equatable {
     /// What happened.
     enum Event: Equatable {
         /// A run began working.
         case runStarted
         /// A run ended so.
-        case runEnded(SyncEngine.RunOutcome)
+        case runEnded(SyncRunner.RunOutcome)
         /// A run's request reached the server.
         case runReachedServer
         /// A request outside a run (an online read) reached the server.

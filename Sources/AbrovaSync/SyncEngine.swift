@@ -51,10 +51,9 @@ public struct DocumentRejection: Hashable, Sendable {
     public let error: AbrovaSyncError
 }
 
-/// Runs sync for one device store: pushes queued writes in batches (before pulling), pulls
-/// pages, settles answers, tells listeners, and retries with backoff while the server cannot be
-/// reached. Runs are single-flight: triggers that come while one is starting share it.
-public actor SyncEngine {
+/// The seed's name for the listener protocol, `SyncEngine.SyncListener`: what apps see of the
+/// engine, which is the SDK's own (`SyncRunner`).
+public enum SyncEngine {
     /// Hears of sync events; every method has a default that does nothing, so an app implements
     /// only what it needs. Listeners are held weakly: keep a reference.
     public protocol SyncListener: AnyObject, Sendable {
@@ -65,6 +64,12 @@ public actor SyncEngine {
         func onDocumentSynced(documentId: String, operation: OperationType)
         func onDocumentRejected(documentId: String, operation: OperationType, error: Error)
     }
+}
+
+/// Runs sync for one device store: pushes queued writes in batches (before pulling), pulls
+/// pages, settles answers, tells listeners, and retries with backoff while the server cannot be
+/// reached. Runs are single-flight: triggers that come while one is starting share it.
+actor SyncRunner {
 
     /// How a run ended.
     enum RunOutcome: Equatable {
@@ -201,7 +206,7 @@ public actor SyncEngine {
 
     // MARK: Listeners
 
-    private func eachListener(_ body: (any SyncListener) -> Void) {
+    private func eachListener(_ body: (any SyncEngine.SyncListener) -> Void) {
         for listener in outputs.liveListeners() { body(listener) }
     }
 
@@ -682,7 +687,7 @@ extension SyncEngine.SyncListener {
 
 
 
-extension SyncEngine.RunResult {
+extension SyncRunner.RunResult {
     /// What the server answered to the change that held the write of `receipt`, if this run
     /// settled it: `nil` when the write was not sent.
     ///

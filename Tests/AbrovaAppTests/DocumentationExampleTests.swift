@@ -36,6 +36,18 @@ import Testing
             .build()
     }
 
+    /// The seed's listener, by the seed's name for it.
+    final class RejectedWrites: SyncEngine.SyncListener {
+        func onDocumentRejected(documentId: String, operation: OperationType, error: Error) {
+            print("rejected \(documentId): \(error)")
+        }
+    }
+
+    static func listening() async {
+        let rejectedWrites = RejectedWrites()
+        await AbrovaSync.shared.addSyncListener(rejectedWrites)
+    }
+
     @Test func theExamplesConfigurationsBuildAndARefusedOneSaysWhy() throws {
         _ = try Self.makingOne(token: "t")
         let refused = #expect(throws: AbrovaSyncError.self) {
