@@ -248,7 +248,10 @@ actor SyncRunner {
     }
 
     private func startRun() async -> RunResult {
-        await beginRun().value
+        // A run begun since (by an online write, while a follow-up waited for the run before)
+        // sees everything written before the trigger: joined, not run beside.
+        if let current { return await current.task.value }
+        return await beginRun().value
     }
 
     /// Starts a run; it is `current` until it ends (`run` clears it, in the same step as it
