@@ -44,15 +44,8 @@ struct ServeOptions {
 /// main-actor isolated.
 func runServer(_ options: ServeOptions) throws {
     let rules = try options.rulesPath.map { path in try RuleBook(json: try readFile(path)) } ?? RuleBook()
-    let authenticator: any Authenticator
-    let authFile: AuthFile?
-    if let path = options.authPath {
-        authFile = try AuthFile(path: path, log: logLine)
-        authenticator = authFile!
-    } else {
-        authFile = nil
-        authenticator = DevelopmentAuthenticator()
-    }
+    let authFile = try options.authPath.map { path throws(RequestError) in try AuthFile(path: path, log: logLine) }
+    let authenticator: any Authenticator = authFile ?? DevelopmentAuthenticator()
     let store: any ServerStore
     let storeName: String
     if let url = options.postgresURL {

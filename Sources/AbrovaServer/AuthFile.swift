@@ -5,8 +5,8 @@ import Synchronization
 /// The credentials of an auth configuration file (`ConfiguredAuthenticator`), read again when the
 /// file changes: a token taken out of it stops working within `checkInterval`, without a restart.
 ///
-/// A request looks at the file's identity (device, inode, size, modification time) at most once a
-/// `checkInterval`, and reads the file again when it differs; `reload()` reads it at once (the
+/// A request looks at the file's identity (`FileStamp`: device, inode, size, modification and status
+/// times) at most once a `checkInterval`, and reads the file again when it differs; `reload()` reads it at once (the
 /// server calls it on SIGHUP). A file that cannot be read or is malformed keeps the credentials in
 /// force, and is logged: an editor's half-written save must not lock every user out, nor let
 /// anyone in.
