@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaHTTP
 import AbrovaServer
 import AbrovaSQLite
@@ -44,7 +45,7 @@ struct ServeOptions {
 /// main-actor isolated.
 func runServer(_ options: ServeOptions) throws {
     let rules = try options.rulesPath.map { path in try RuleBook(json: try readFile(path)) } ?? RuleBook()
-    let authFile = try options.authPath.map { path throws(RequestError) in try AuthFile(path: path, log: logLine) }
+    let authFile = try options.authPath.map { path throws(Refusal) in try AuthFile(path: path, log: logLine) }
     let authenticator: any Authenticator = authFile ?? DevelopmentAuthenticator()
     let store: any ServerStore
     let storeName: String
@@ -146,7 +147,7 @@ func redactingPassword(_ url: String) -> String {
 
 func readFile(_ path: String) throws -> [UInt8] {
     guard let data = FileManager.default.contents(atPath: path) else {
-        throw RequestError.invalid("cannot read \(path)")
+        throw Refusal.invalid("cannot read \(path)")
     }
     return Array(data)
 }

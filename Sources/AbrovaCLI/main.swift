@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaServer
 import AbrovaWire
 import Foundation
@@ -143,7 +144,7 @@ if options.developmentOnAllInterfaces && options.loopbackOnly {
 }
 do {
     try runServer(options)
-} catch let error as RequestError {
+} catch let error as Refusal {
     fail(error.message)
 } catch {
     fail("\(error)")

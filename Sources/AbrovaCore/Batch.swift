@@ -92,5 +92,5 @@ public enum ChangeResult: Hashable, Sendable {
     /// Under the manual strategy: nothing applied; `state` is the server's document.
     case unresolved(state: DocumentState, conflicts: [Conflict])
     /// Refused (rules, invalid data): nothing applied.
-    case rejected(statusCode: Int, message: String)
+    case rejected(reason: Refusal.Reason, message: String)
 }

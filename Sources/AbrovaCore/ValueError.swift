@@ -36,12 +36,12 @@ public struct ValueError: Error, Hashable, Sendable, CustomStringConvertible {
         self.detail = detail
     }
 
-    /// The HTTP status this error maps to where it crosses the wire.
-    public var statusCode: Int {
+    /// Why a change carrying this value is refused.
+    public var reason: Refusal.Reason {
         switch code {
-        case .tooLarge: 413
-        case .documentNotFound: 404
-        default: 400
+        case .tooLarge: .tooLarge
+        case .documentNotFound: .notFound
+        default: .invalid
         }
     }
 

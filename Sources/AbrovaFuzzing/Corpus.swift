@@ -127,13 +127,13 @@ enum BuiltSeeds {
             .applied(version: Version(41), state: states[0], conflicts: conflicts),
             .applied(version: Version(42), state: nil, conflicts: []),
             .unresolved(state: states[1], conflicts: conflicts),
-            .rejected(statusCode: 403, message: "the rules of orders refuse this write to orders/o1"),
+            .rejected(reason: .forbidden, message: "the rules of orders refuse this write to orders/o1"),
         ])
         let documents = states.enumerated().map { index, state in
             ServerDocument(key: DocumentKey(collection: "carts", id: "c\(index)"), version: Version(UInt64(40 + index)), state: state)
         }
         let page = PullResponse(documents: documents, cursor: "c1.AAAAAAAAACkpS9sX0Vw4J1wJr5fZ1Wmq", hasMore: true)
         return [push.body, page.body, documents[0].body, documents[3].body,
-                RequestError(statusCode: 409, message: "batch 1 is older than batch 2").body]
+                Refusal(.staleBatch, "batch 1 is older than batch 2").body]
     }()
 }

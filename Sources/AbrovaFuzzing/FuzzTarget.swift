@@ -70,7 +70,7 @@ public enum FuzzTargets {
     /// What each target feeds its input to.
     public static let summaries = [
         "push": "the server's push body decoder, PushRequest(body:limits:)",
-        "answers": "the SDK's answer decoders: PushResponse(body:), PullResponse(body:), ServerDocument(body:), RequestError(body:)",
+        "answers": "the SDK's answer decoders: PushResponse(body:), PullResponse(body:), ServerDocument(body:), Refusal(body:)",
         "zstd": "zstd framing: Zstd.decompress(_:limit:maximumWindowLog:) at two limits, and Zstd.compress",
         "http": "the server's HTTP handling, SyncHTTPHandler.handle, over a SQLite store (input: a request as text)",
     ]

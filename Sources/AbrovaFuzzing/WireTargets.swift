@@ -3,7 +3,7 @@ import AbrovaWire
 
 /// The server's push body decoder, `PushRequest(body:limits:)`.
 ///
-/// Oracle: a refusal is a `RequestError` with a 4xx status and a message; an accepted body gives
+/// Oracle: a refusal is a `Refusal` with a 4xx status and a message; an accepted body gives
 /// a request whose canonical body decodes to the same request and encodes to the same bytes (what
 /// the retry check and the dedupe digest rely on).
 public struct PushBodyTarget: FuzzTarget {
@@ -43,9 +43,9 @@ public struct PushBodyTarget: FuzzTarget {
 
 /// The SDK's decoders of the server's answers: a hostile or broken server must not crash an app.
 /// Every input goes to `PushResponse(body:)`, `PullResponse(body:)`, `ServerDocument(body:)` and
-/// `RequestError(body:)`.
+/// `Refusal(body:)`.
 ///
-/// Oracle: each decoder refuses with a 4xx `RequestError` and a message, or gives a value whose
+/// Oracle: each decoder refuses with a 4xx `Refusal` and a message, or gives a value whose
 /// canonical body decodes to the same value and encodes to the same bytes; an error answer read
 /// has a status in 100...599.
 public struct AnswerBodyTarget: FuzzTarget {
@@ -59,26 +59,26 @@ public struct AnswerBodyTarget: FuzzTarget {
     }
 
     public func check(_ input: [UInt8]) -> String? {
-        if let problem = roundTripProblem(input, "PushResponse(body:)", decode: { bytes throws(RequestError) in try PushResponse(body: bytes) },
+        if let problem = roundTripProblem(input, "PushResponse(body:)", decode: { bytes throws(Refusal) in try PushResponse(body: bytes) },
                                           encode: \.body) {
             return problem
         }
-        if let problem = roundTripProblem(input, "PullResponse(body:)", decode: { bytes throws(RequestError) in try PullResponse(body: bytes) },
+        if let problem = roundTripProblem(input, "PullResponse(body:)", decode: { bytes throws(Refusal) in try PullResponse(body: bytes) },
                                           encode: \.body) {
             return problem
         }
-        if let problem = roundTripProblem(input, "ServerDocument(body:)", decode: { bytes throws(RequestError) in try ServerDocument(body: bytes) },
+        if let problem = roundTripProblem(input, "ServerDocument(body:)", decode: { bytes throws(Refusal) in try ServerDocument(body: bytes) },
                                           encode: \.body) {
             return problem
         }
-        if let error = RequestError(body: input), !(100...599).contains(error.statusCode) {
-            return "RequestError(body:) read status \(error.statusCode)"
+        if let error = Refusal(body: input), !(100...599).contains(error.statusCode) {
+            return "Refusal(body:) read status \(error.statusCode)"
         }
         return nil
     }
 
     private func roundTripProblem<Answer: Equatable>(
-        _ input: [UInt8], _ decoder: String, decode: ([UInt8]) throws(RequestError) -> Answer, encode: (Answer) -> [UInt8]
+        _ input: [UInt8], _ decoder: String, decode: ([UInt8]) throws(Refusal) -> Answer, encode: (Answer) -> [UInt8]
     ) -> String? {
         let answer: Answer
         do {
@@ -99,7 +99,7 @@ public struct AnswerBodyTarget: FuzzTarget {
 }
 
 /// What is wrong with a decoder's refusal: `nil` for a 4xx with a message.
-func refusalProblem(_ error: RequestError, of decoder: String) -> String? {
+func refusalProblem(_ error: Refusal, of decoder: String) -> String? {
     guard (400...499).contains(error.statusCode) else { return "\(decoder) refused with status \(error.statusCode), not 4xx: \(error.message)" }
     guard !error.message.isEmpty else { return "\(decoder) refused with \(error.statusCode) and no message" }
     return nil

@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaWire
 import Foundation
 import Synchronization
@@ -30,9 +31,9 @@ public final class AuthFile: Authenticator {
 
     /// Reads the file.
     ///
-    /// - Throws: `RequestError` 400 when the file cannot be read or is malformed.
+    /// - Throws: `Refusal` `.invalid` when the file cannot be read or is malformed.
     public init(path: String, checkInterval: TimeInterval = 1, clock: @escaping @Sendable () -> Date = Date.init,
-                log: @escaping @Sendable (String) -> Void = { _ in }) throws(RequestError) {
+                log: @escaping @Sendable (String) -> Void = { _ in }) throws(Refusal) {
         self.path = path
         self.checkInterval = checkInterval
         self.clock = clock
@@ -62,7 +63,7 @@ public final class AuthFile: Authenticator {
         }
     }
 
-    public func authenticate(apiKey: String?, bearerToken: String?) throws(RequestError) -> Caller {
+    public func authenticate(apiKey: String?, bearerToken: String?) throws(Refusal) -> Caller {
         try current().authenticate(apiKey: apiKey, bearerToken: bearerToken)
     }
 
@@ -79,8 +80,8 @@ public final class AuthFile: Authenticator {
         return loaded.withLock { $0.authenticator }
     }
 
-    private static func read(_ path: String, clock: @escaping @Sendable () -> Date) throws(RequestError) -> ConfiguredAuthenticator {
-        guard let data = FileManager.default.contents(atPath: path) else { throw RequestError.invalid("cannot read \(path)") }
+    private static func read(_ path: String, clock: @escaping @Sendable () -> Date) throws(Refusal) -> ConfiguredAuthenticator {
+        guard let data = FileManager.default.contents(atPath: path) else { throw Refusal.invalid("cannot read \(path)") }
         return try ConfiguredAuthenticator(json: data, clock: clock)
     }
 }

@@ -31,29 +31,29 @@ struct CursorCodec: Sendable {
 
     /// The version a cursor stands for; an absent or empty cursor is the beginning.
     ///
-    /// - Throws: `RequestError` 400 when the cursor was not made by this database's servers for
+    /// - Throws: `Refusal` `.invalid` when the cursor was not made by this database's servers for
     ///   this caller; 410 when it was made under other read rules (or by an older server).
-    func version(of cursor: String?, caller: Caller) throws(RequestError) -> Version {
+    func version(of cursor: String?, caller: Caller) throws(Refusal) -> Version {
         guard let cursor, !cursor.isEmpty else { return .zero }
         guard cursor.hasPrefix("c1."), let bytes = Self.decodeBase64URL(cursor.dropFirst(3)), bytes.count == 32 || bytes.count == 24 else {
-            throw RequestError.invalid("the cursor is malformed; use the cursor of the last page, or none to start over")
+            throw Refusal.invalid("the cursor is malformed; use the cursor of the last page, or none to start over")
         }
         let versionBytes = Array(bytes[0..<8])
         if bytes.count == 24 {
             // The form of servers before cursors were tied to rules and users.
             let expected = Array(HMACSHA256.authenticationCode(for: versionBytes, key: key).prefix(16))
             guard HMACSHA256.isEqual(expected, Array(bytes[8...])) else { throw Self.notMadeHere }
-            throw RequestError(statusCode: 410, message: "resync required: the cursor was made by an older server; pull from the beginning (no cursor)")
+            throw Refusal(.resyncRequired, "resync required: the cursor was made by an older server; pull from the beginning (no cursor)")
         }
         let signed = Array(bytes[0..<16])
         guard HMACSHA256.isEqual(mac(signed, caller: caller), Array(bytes[16...])) else { throw Self.notMadeHere }
         guard HMACSHA256.isEqual(Array(signed[8...]), rulesTag) else {
-            throw RequestError(statusCode: 410, message: "resync required: the read rules changed since this cursor; pull from the beginning (no cursor)")
+            throw Refusal(.resyncRequired, "resync required: the read rules changed since this cursor; pull from the beginning (no cursor)")
         }
         return Version(versionBytes.reduce(0) { $0 << 8 | UInt64($1) })
     }
 
-    private static let notMadeHere = RequestError.invalid(
+    private static let notMadeHere = Refusal.invalid(
         "the cursor was not made by this server for this user; use the cursor of the last page, or none to start over")
 
     private func mac(_ signed: [UInt8], caller: Caller) -> [UInt8] {

@@ -19,9 +19,9 @@ public struct Caller: Hashable, Sendable, CustomStringConvertible {
 public protocol Authenticator: Sendable {
     /// The caller the credentials name.
     ///
-    /// - Throws: `RequestError` 401 when the API key is missing or unknown, or a token is given
+    /// - Throws: `Refusal` `.unauthenticated` when the API key is missing or unknown, or a token is given
     ///   that names nobody.
-    func authenticate(apiKey: String?, bearerToken: String?) throws(RequestError) -> Caller
+    func authenticate(apiKey: String?, bearerToken: String?) throws(Refusal) -> Caller
 }
 
 /// Credentials read from a configuration file:
@@ -66,19 +66,19 @@ public struct ConfiguredAuthenticator: Authenticator {
 
     /// Reads the configuration file's JSON.
     ///
-    /// - Throws: `RequestError` 400 naming what is malformed.
-    public init(json: some Collection<UInt8>, clock: @escaping @Sendable () -> Date = Date.init) throws(RequestError) {
+    /// - Throws: `Refusal` `.invalid` naming what is malformed.
+    public init(json: some Collection<UInt8>, clock: @escaping @Sendable () -> Date = Date.init) throws(Refusal) {
         let value: Value
-        do { value = try Value(json: json) } catch { throw RequestError(error, context: "the auth configuration is not JSON") }
+        do { value = try Value(json: json) } catch { throw Refusal(error, context: "the auth configuration is not JSON") }
         let shape = "the auth configuration needs \"apiKeys\": [text] and \"tokens\": {token: user id or {\"user\": user id, \"expires\": ISO 8601 time}}"
         guard let parts = value.mapValue, Set(parts.keys).isSubset(of: ["apiKeys", "tokens"]), let keys = parts["apiKeys"]?.arrayValue,
               keys.allSatisfy({ $0.stringValue?.isEmpty == false }), let tokens = parts["tokens"]?.mapValue else {
-            throw RequestError.invalid(shape)
+            throw Refusal.invalid(shape)
         }
         var grants: [String: Grant] = [:]
         for (token, entry) in tokens {
             guard !token.isEmpty, let grant = Self.grant(entry) else {
-                throw RequestError.invalid("\(shape); the entry of a token (\(Self.hint(token))) is not one")
+                throw Refusal.invalid("\(shape); the entry of a token (\(Self.hint(token))) is not one")
             }
             grants[token] = grant
         }
@@ -99,16 +99,16 @@ public struct ConfiguredAuthenticator: Authenticator {
         token.count <= 8 ? "\(token.count) characters" : "starting \(token.prefix(4))…"
     }
 
-    public func authenticate(apiKey: String?, bearerToken: String?) throws(RequestError) -> Caller {
+    public func authenticate(apiKey: String?, bearerToken: String?) throws(Refusal) -> Caller {
         guard let apiKey, apiKeys.contains(apiKey) else {
-            throw RequestError(statusCode: 401, message: "a known API key is required (header X-API-Key)")
+            throw Refusal(.unauthenticated, "a known API key is required (header X-API-Key)")
         }
         guard let bearerToken else { return .anonymous }
         guard let grant = grants[bearerToken] else {
-            throw RequestError(statusCode: 401, message: "the bearer token is not known")
+            throw Refusal(.unauthenticated, "the bearer token is not known")
         }
         if let expires = grant.expires, clock() >= expires {
-            throw RequestError(statusCode: 401, message: "the bearer token has expired")
+            throw Refusal(.unauthenticated, "the bearer token has expired")
         }
         return .user(grant.user)
     }
@@ -120,9 +120,9 @@ public struct DevelopmentAuthenticator: Authenticator {
     /// An authenticator that trusts every caller.
     public init() {}
 
-    public func authenticate(apiKey: String?, bearerToken: String?) throws(RequestError) -> Caller {
+    public func authenticate(apiKey: String?, bearerToken: String?) throws(Refusal) -> Caller {
         guard apiKey?.isEmpty == false else {
-            throw RequestError(statusCode: 401, message: "an API key is required (header X-API-Key)")
+            throw Refusal(.unauthenticated, "an API key is required (header X-API-Key)")
         }
         guard let bearerToken, !bearerToken.isEmpty else { return .anonymous }
         return .user(bearerToken)

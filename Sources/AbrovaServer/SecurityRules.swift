@@ -41,8 +41,8 @@ public protocol SecurityRules: Sendable {
     func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String?
     /// Checks the document a write leaves (deleted documents included).
     ///
-    /// - Throws: `RequestError` (400) saying what is wrong.
-    func validate(_ document: StoredDocument) throws(RequestError)
+    /// - Throws: `Refusal` `.invalid` saying what is wrong.
+    func validate(_ document: StoredDocument) throws(Refusal)
     /// Names what `allowsRead` allows; it must change whenever that does. Pull cursors carry a tag
     /// of it, so that after a change every device pulls again and drops what it may no longer
     /// read. Rules whose reads never change may keep the default.
@@ -150,11 +150,11 @@ public struct PresetRules: SecurityRules, Hashable {
         (try? DocumentKey(collection: "x", id: user).validate()) != nil && !user.contains(":")
     }
 
-    public func validate(_ document: StoredDocument) throws(RequestError) {
+    public func validate(_ document: StoredDocument) throws(Refusal) {
         // The document is built only when there is something to check in it.
         guard !requiredFields.isEmpty, let data = document.data else { return }
         for field in requiredFields where data[field] == nil {
-            throw RequestError.invalid("\(document.key.collection) documents must have the field \"\(field)\"")
+            throw Refusal.invalid("\(document.key.collection) documents must have the field \"\(field)\"")
         }
     }
 }
@@ -193,43 +193,43 @@ public struct RuleBook: Sendable {
     /// `owner-prefixed` (a user creates only ids that begin with their user id and `:`). A missing
     /// `default` is owner-only.
     ///
-    /// - Throws: `RequestError` 400 naming what is malformed.
-    public init(json: some Collection<UInt8>) throws(RequestError) {
+    /// - Throws: `Refusal` `.invalid` naming what is malformed.
+    public init(json: some Collection<UInt8>) throws(Refusal) {
         let value: Value
-        do { value = try Value(json: json) } catch { throw RequestError(error, context: "the rules configuration is not JSON") }
-        guard let parts = value.mapValue else { throw RequestError.invalid("the rules configuration must be a JSON object") }
+        do { value = try Value(json: json) } catch { throw Refusal(error, context: "the rules configuration is not JSON") }
+        guard let parts = value.mapValue else { throw Refusal.invalid("the rules configuration must be a JSON object") }
         if let unknown = parts.keys.first(where: { $0 != "default" && $0 != "collections" }) {
-            throw RequestError.invalid("the rules configuration has an unknown key \"\(unknown)\"; allowed: collections, default")
+            throw Refusal.invalid("the rules configuration has an unknown key \"\(unknown)\"; allowed: collections, default")
         }
         var collections: [String: any SecurityRules] = [:]
         for (name, entry) in parts["collections"]?.mapValue ?? [:] {
             do {
                 try DocumentKey(collection: name, id: "x").validate()
             } catch {
-                throw RequestError(error, context: "the rules configuration")
+                throw Refusal(error, context: "the rules configuration")
             }
             collections[name] = try Self.preset(entry, named: "collections.\(name)")
         }
         self.init(collections: collections,
-                  fallback: try parts["default"].map { value throws(RequestError) in try Self.preset(value, named: "default") } ?? PresetRules.ownerOnly)
+                  fallback: try parts["default"].map { value throws(Refusal) in try Self.preset(value, named: "default") } ?? PresetRules.ownerOnly)
     }
 
-    private static func preset(_ value: Value, named name: String) throws(RequestError) -> PresetRules {
+    private static func preset(_ value: Value, named name: String) throws(Refusal) -> PresetRules {
         guard let parts = value.mapValue,
               let read = parts["read"]?.stringValue.flatMap(PresetRules.ReadAccess.init(rawValue:)),
               let write = parts["write"]?.stringValue.flatMap(PresetRules.WriteAccess.init(rawValue:)),
               parts.keys.allSatisfy({ ["read", "write", "required", "ids"].contains($0) }),
               let ids = parts["ids"].map({ $0.stringValue.flatMap(PresetRules.IDs.init(rawValue:)) }) ?? .any else {
-            throw RequestError.invalid("rules \(name) need \"read\" (owner, authenticated, public) and \"write\" (owner, authenticated, nobody), and may list \"required\" fields and say \"ids\" (any, owner-prefixed)")
+            throw Refusal.invalid("rules \(name) need \"read\" (owner, authenticated, public) and \"write\" (owner, authenticated, nobody), and may list \"required\" fields and say \"ids\" (any, owner-prefixed)")
         }
         var required: [FieldPath] = []
         for field in parts["required"]?.arrayValue ?? [] {
-            guard let dotted = field.stringValue else { throw RequestError.invalid("rules \(name): required fields are texts") }
-            guard !dotted.isEmpty else { throw RequestError.invalid("rules \(name): a required field is empty") }
+            guard let dotted = field.stringValue else { throw Refusal.invalid("rules \(name): required fields are texts") }
+            guard !dotted.isEmpty else { throw Refusal.invalid("rules \(name): a required field is empty") }
             do {
                 required.append(try FieldPath(dotted))
             } catch {
-                throw RequestError(error, context: "rules \(name)")
+                throw Refusal(error, context: "rules \(name)")
             }
         }
         return PresetRules(read: read, write: write, requiredFields: required, ids: ids)

@@ -69,7 +69,7 @@ public struct SyncHTTPHandler: Sendable {
         return response
     }
 
-    private func route(_ request: HTTPRequest, caller: inout Caller?) throws(RequestError) -> HTTPResponse {
+    private func route(_ request: HTTPRequest, caller: inout Caller?) throws(Refusal) -> HTTPResponse {
         // The first segment is what precedes the leading "/"; a path without one (`x/v1/push`)
         // matches no route rather than the route after its first segment.
         let segments = request.path.hasPrefix("/") ? request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() : []
@@ -89,7 +89,7 @@ public struct SyncHTTPHandler: Sendable {
             caller = who
             var limit: Int?
             if let text = request.query["limit"] {
-                guard let number = Int(text) else { throw RequestError.invalid("limit must be an integer, not \"\(text.prefix(20))\"") }
+                guard let number = Int(text) else { throw Refusal.invalid("limit must be an integer, not \"\(text.prefix(20))\"") }
                 limit = number
             }
             let collections = request.query["collections"].map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
@@ -99,16 +99,16 @@ public struct SyncHTTPHandler: Sendable {
             let who = try authenticate(request)
             caller = who
             guard let collection = parts[2].removingPercentEncoding, let id = parts[3].removingPercentEncoding else {
-                throw RequestError.invalid("the document path is not valid percent-encoding")
+                throw Refusal.invalid("the document path is not valid percent-encoding")
             }
             let document = try service.document(DocumentKey(collection: collection, id: id), caller: who)
             return encoded(status: 200, body: document.body, for: request)
         case (_, ["v1", "health"]), (_, ["v1", "session"]), (_, ["v1", "push"]), (_, ["v1", "pull"]):
-            throw RequestError(statusCode: 405, message: "\(request.method) is not allowed on \(request.path)")
+            throw Refusal(.methodNotAllowed, "\(request.method) is not allowed on \(request.path)")
         case (_, let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
-            throw RequestError(statusCode: 405, message: "\(request.method) is not allowed on \(request.path); documents are read with GET and written with POST /v1/push")
+            throw Refusal(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); documents are read with GET and written with POST /v1/push")
         default:
-            throw RequestError(statusCode: 404, message: "no route \(request.method) \(request.path.prefix(100))")
+            throw Refusal(.notFound, "no route \(request.method) \(request.path.prefix(100))")
         }
     }
 
@@ -121,11 +121,11 @@ public struct SyncHTTPHandler: Sendable {
                             maximumPageSize: wire.maximumPageSize, maximumPageBytes: wire.maximumPageBytes)
     }
 
-    private func authenticate(_ request: HTTPRequest) throws(RequestError) -> Caller {
+    private func authenticate(_ request: HTTPRequest) throws(Refusal) -> Caller {
         var token: String?
         if let authorization = request.headers["authorization"] {
             guard authorization.hasPrefix("Bearer "), authorization.count > 7 else {
-                throw RequestError(statusCode: 401, message: "the Authorization header must be \"Bearer <token>\"")
+                throw Refusal(.unauthenticated, "the Authorization header must be \"Bearer <token>\"")
             }
             token = String(authorization.dropFirst(7))
         }
@@ -133,23 +133,23 @@ public struct SyncHTTPHandler: Sendable {
     }
 
     /// The request body, decompressed when it says it is zstd.
-    private func decodedBody(of request: HTTPRequest) throws(RequestError) -> [UInt8] {
+    private func decodedBody(of request: HTTPRequest) throws(Refusal) -> [UInt8] {
         switch request.headers["content-encoding"]?.lowercased() {
         case nil, "identity":
             guard request.body.count <= limits.maximumDecompressedBytes else {
-                throw RequestError(statusCode: 413, message: "the body holds \(request.body.count) bytes; the limit is \(limits.maximumDecompressedBytes) (maximumDecompressedBytes)")
+                throw Refusal(.tooLarge, "the body holds \(request.body.count) bytes; the limit is \(limits.maximumDecompressedBytes) (maximumDecompressedBytes)")
             }
             return request.body
         case "zstd":
             do {
                 return try Zstd.decompress(request.body, limit: limits.maximumDecompressedBytes, maximumWindowLog: limits.maximumWindowLog)
             } catch where error.code == .tooLarge {
-                throw RequestError(statusCode: 413, message: "the zstd body expands past \(limits.maximumDecompressedBytes) bytes (limit maximumDecompressedBytes)")
+                throw Refusal(.tooLarge, "the zstd body expands past \(limits.maximumDecompressedBytes) bytes (limit maximumDecompressedBytes)")
             } catch {
-                throw RequestError(statusCode: error.statusCode, message: "the zstd body was refused: \(error.message)")
+                throw Refusal(error.reason, "the zstd body was refused: \(error.message)")
             }
         case let other?:
-            throw RequestError(statusCode: 415, message: "Content-Encoding \(other.prefix(40)) is not supported; use zstd or identity")
+            throw Refusal(.unsupportedEncoding, "Content-Encoding \(other.prefix(40)) is not supported; use zstd or identity")
         }
     }
 

@@ -44,8 +44,8 @@ public final class SyncService: Sendable {
 
     /// A service over `store`.
     ///
-    /// - Throws: `RequestError` 500 when the store cannot be read.
-    public init(store: any ServerStore, rules: RuleBook = RuleBook(), configuration: ServiceConfiguration = ServiceConfiguration()) throws(RequestError) {
+    /// - Throws: `Refusal` `.failed` when the store cannot be read.
+    public init(store: any ServerStore, rules: RuleBook = RuleBook(), configuration: ServiceConfiguration = ServiceConfiguration()) throws(Refusal) {
         self.store = store
         self.rules = rules
         self.configuration = configuration
@@ -58,9 +58,9 @@ public final class SyncService: Sendable {
     /// Reads a pushed body (`PushRequest(body:)`) and applies it. A retry must repeat the body's
     /// bytes (once decompressed): they are what the dedupe record's digest covers.
     ///
-    /// - Throws: `RequestError`: 400 or 413 for a body that is not a valid push; the rest as
+    /// - Throws: `Refusal`: `.invalid` or `.tooLarge` for a body that is not a valid push; the rest as
     ///   `push(_:caller:)`.
-    public func push(body: [UInt8], caller: Caller) throws(RequestError) -> [UInt8] {
+    public func push(body: [UInt8], caller: Caller) throws(Refusal) -> [UInt8] {
         let request = try PushRequest(body: body, limits: configuration.limits)
         return try push(request, digest: SHA256.hash(body), caller: caller)
     }
@@ -69,15 +69,16 @@ public final class SyncService: Sendable {
     /// returns the answer's body (a `PushResponse`). A retried batch gets the stored answer, byte
     /// for byte. The batch's body is taken to be its canonical JSON (`PushRequest.body`).
     ///
-    /// - Throws: `RequestError`: 401 without a user; 409 for a batch number below the client's
-    ///   last; 422 for the last number with a different body; 500 when the store fails (nothing is applied then).
-    public func push(_ request: PushRequest, caller: Caller) throws(RequestError) -> [UInt8] {
+    /// - Throws: `Refusal`: `.unauthenticated` without a user; `.staleBatch` for a batch number
+    ///   below the client's last; `.reusedBatch` for the last number with a different body;
+    ///   `.failed` or `.unavailable` when the store fails (nothing is applied then).
+    public func push(_ request: PushRequest, caller: Caller) throws(Refusal) -> [UInt8] {
         try push(request, digest: SHA256.hash(request.body), caller: caller)
     }
 
-    private func push(_ request: PushRequest, digest: [UInt8], caller: Caller) throws(RequestError) -> [UInt8] {
+    private func push(_ request: PushRequest, digest: [UInt8], caller: Caller) throws(Refusal) -> [UInt8] {
         guard let user = caller.userID else {
-            throw RequestError(statusCode: 401, message: "pushing needs a signed-in user (Authorization: Bearer token)")
+            throw Refusal(.unauthenticated, "pushing needs a signed-in user (Authorization: Bearer token)")
         }
         let batch = request.batch
         let now = configuration.clock()
@@ -86,12 +87,12 @@ public final class SyncService: Sendable {
                 if let record = try transaction.client(batch.clientID, of: user) {
                     if batch.sequence == record.sequence {
                         guard HMACSHA256.isEqual(record.digest, digest) else {
-                            throw RequestError(statusCode: 422, message: "batch \(batch.sequence) of this client was applied with another body; a new batch needs a new number")
+                            throw Refusal(.reusedBatch, "batch \(batch.sequence) of this client was applied with another body; a new batch needs a new number")
                         }
                         return record.answer
                     }
                     guard batch.sequence > record.sequence else {
-                        throw RequestError(statusCode: 409, message: "batch \(batch.sequence) is older than batch \(record.sequence), the last this client sent")
+                        throw Refusal(.staleBatch, "batch \(batch.sequence) is older than batch \(record.sequence), the last this client sent")
                     }
                 }
                 try transaction.prepare(for: batch.changes.map(\.key))
@@ -117,7 +118,7 @@ public final class SyncService: Sendable {
             do {
                 try hook(request)
             } catch {
-                throw RequestError(statusCode: 500, message: "the answer was lost after the commit (test hook): \(error)")
+                throw Refusal(.failed, "the answer was lost after the commit (test hook): \(error)")
             }
         }
         return answer
@@ -138,7 +139,7 @@ public final class SyncService: Sendable {
     private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
                        at now: Date, in transaction: any ServerTransaction) throws -> ChangeResult {
         let rules = rules.rules(for: change.key.collection)
-        if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) { return .rejected(statusCode: 403, message: refusal) }
+        if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) { return .rejected(reason: .forbidden, message: refusal) }
         let before = try transaction.document(change.key)
         let isHidden = before.map { !rules.allowsRead($0, by: caller) } ?? false
         // Every change takes a version, applied or not: versions are unique and follow commit
@@ -151,7 +152,7 @@ public final class SyncService: Sendable {
                                  ownVersions: [], version: version)
             // Where the document is missing this change would create it; here the id is taken.
             // That much a guess at an id tells (Spec/security.md, "Not covered").
-            if verdict.write != nil { return .rejected(statusCode: 404, message: Self.missing(change.key)) }
+            if verdict.write != nil { return .rejected(reason: .notFound, message: Self.missing(change.key)) }
         }
         if let document = verdict.write { try transaction.saveDocument(document, at: now) }
         return verdict.answer
@@ -169,7 +170,7 @@ public final class SyncService: Sendable {
 
     static func judge(_ change: BatchChange, before: StoredDocument?, isHidden: Bool, strategy: ConflictStrategy,
                       rules: any SecurityRules, caller: Caller, user: String, ownVersions: Set<Version>, version: Version) -> Verdict {
-        let hidden = Verdict(answer: .rejected(statusCode: 404, message: missing(change.key)), readsAsMissing: true)
+        let hidden = Verdict(answer: .rejected(reason: .notFound, message: missing(change.key)), readsAsMissing: true)
         var state = before?.state ?? DocumentState()
         let delta = ownVersions.isEmpty ? change.delta : change.delta.rebased(onto: state, ownVersions: ownVersions)
         // Judged on the rebased change: after an earlier change of the batch that nobody else's write
@@ -181,24 +182,24 @@ public final class SyncService: Sendable {
             report = try strategy.apply(delta, to: &state, version: version, maximumBytes: .max)
         } catch {
             if isHidden { return hidden }
-            if error.code == .documentNotFound { return Verdict(answer: .rejected(statusCode: 404, message: missing(change.key))) }
-            return Verdict(answer: .rejected(statusCode: error.statusCode, message: "\(change.key): \(error.description)"))
+            if error.code == .documentNotFound { return Verdict(answer: .rejected(reason: .notFound, message: missing(change.key))) }
+            return Verdict(answer: .rejected(reason: error.reason, message: "\(change.key): \(error.description)"))
         }
         let after = StoredDocument(key: change.key, owner: before?.owner ?? user, version: version, state: state)
         guard rules.allowsWrite(before: before, after: after, by: caller) else {
             if isHidden { return hidden }
-            return Verdict(answer: .rejected(statusCode: 403, message: "the rules of \(change.key.collection) refuse this write to \(change.key)"))
+            return Verdict(answer: .rejected(reason: .forbidden, message: "the rules of \(change.key.collection) refuse this write to \(change.key)"))
         }
         if state.byteSize > ValueLimits.maximumDocumentBytes, state.byteSize > before?.state.byteSize ?? 0 {
             // A caller who may write but not read learns that much, and nothing of the sizes.
-            return Verdict(answer: .rejected(statusCode: 413, message: isHidden
+            return Verdict(answer: .rejected(reason: .tooLarge, message: isHidden
                 ? "\(change.key): the write would make the document larger than the limit"
                 : "\(change.key): the document would hold \(state.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)"))
         }
         do {
             try rules.validate(after)
         } catch {
-            return Verdict(answer: .rejected(statusCode: error.statusCode, message: isHidden
+            return Verdict(answer: .rejected(reason: error.reason, message: isHidden
                 ? "\(change.key): the collection's rules refuse the document" : "\(change.key): \(error.message)"))
         }
         if strategy == .manual && !report.conflicts.isEmpty {
@@ -224,37 +225,37 @@ public final class SyncService: Sendable {
     /// tombstones included, at most `limit` (500 when `nil`) and at most `maximumPageBytes` of
     /// them (but always one, when there is one).
     ///
-    /// - Throws: `RequestError`: 400 for a cursor this database did not make, a limit out of
-    ///   range or a bad collection name; 410 when tombstones newer than the cursor were removed
-    ///   (the client must pull from the beginning); 500 when the store fails.
-    public func pull(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(RequestError) -> PullResponse {
+    /// - Throws: `Refusal`: `.invalid` for a cursor this database did not make, a limit out of
+    ///   range or a bad collection name; `.resyncRequired` when tombstones newer than the cursor
+    ///   were removed (the client must pull from the beginning); `.failed` when the store fails.
+    public func pull(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(Refusal) -> PullResponse {
         try pullPage(cursor: cursor, limit: limit, collections: collections, caller: caller).response
     }
 
     /// The body of the page `pull(cursor:limit:collections:caller:)` answers, each document
     /// encoded once.
     ///
-    /// - Throws: `RequestError`, as `pull`.
-    public func pullBody(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(RequestError) -> [UInt8] {
+    /// - Throws: `Refusal`, as `pull`.
+    public func pullBody(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(Refusal) -> [UInt8] {
         try pullPage(cursor: cursor, limit: limit, collections: collections, caller: caller).body
     }
 
     private func pullPage(cursor: String?, limit: Int?, collections: [String]?,
-                          caller: Caller) throws(RequestError) -> (response: PullResponse, body: [UInt8]) {
+                          caller: Caller) throws(Refusal) -> (response: PullResponse, body: [UInt8]) {
         let limit = limit ?? min(500, configuration.limits.maximumPageSize)
         guard limit >= 1, limit <= configuration.limits.maximumPageSize else {
-            throw RequestError.invalid("limit must be 1 to \(configuration.limits.maximumPageSize) (maximumPageSize)")
+            throw Refusal.invalid("limit must be 1 to \(configuration.limits.maximumPageSize) (maximumPageSize)")
         }
         if let collections {
-            guard collections.count <= 100 else { throw RequestError.invalid("a pull names at most 100 collections") }
+            guard collections.count <= 100 else { throw Refusal.invalid("a pull names at most 100 collections") }
             for collection in collections {
-                do { try DocumentKey(collection: collection, id: "x").validate() } catch { throw RequestError(error, context: "collections") }
+                do { try DocumentKey(collection: collection, id: "x").validate() } catch { throw Refusal(error, context: "collections") }
             }
         }
         let after = try cursors.version(of: cursor, caller: caller)
         let horizon = try Self.storeCall(log: configuration.log) { try store.tombstoneHorizon() }
         if after > .zero, after < horizon {
-            throw RequestError(statusCode: 410, message: "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
+            throw Refusal(.resyncRequired, "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
         }
         // Unreadable documents are skipped, so a page is scanned in rounds until it is full; a
         // bounded number of rounds keeps one request's work bounded, and the cursor moves past
@@ -298,38 +299,38 @@ public final class SyncService: Sendable {
 
     /// A document, read online.
     ///
-    /// - Throws: `RequestError`: 404 when it does not exist, was deleted or the rules refuse the
-    ///   read (the three read alike); 400 for a bad key; 500 when the store fails.
-    public func document(_ key: DocumentKey, caller: Caller) throws(RequestError) -> ServerDocument {
-        do { try key.validate() } catch { throw RequestError(error) }
+    /// - Throws: `Refusal`: `.notFound` when it does not exist, was deleted or the rules refuse the
+    ///   read (the three read alike); `.invalid` for a bad key; `.failed` when the store fails.
+    public func document(_ key: DocumentKey, caller: Caller) throws(Refusal) -> ServerDocument {
+        do { try key.validate() } catch { throw Refusal(error) }
         let stored = try Self.storeCall(log: configuration.log) { try store.document(key) }
         guard let stored, stored.state.exists, rules.rules(for: key.collection).allowsRead(stored, by: caller) else {
-            throw RequestError(statusCode: 404, message: Self.missing(key))
+            throw Refusal(.notFound, Self.missing(key))
         }
         return stored.serverDocument
     }
 
     /// Removes tombstones older than the retention.
     ///
-    /// - Throws: `RequestError` 500 when the store fails.
-    public func purgeExpiredTombstones() throws(RequestError) {
+    /// - Throws: `Refusal` `.failed` when the store fails.
+    public func purgeExpiredTombstones() throws(Refusal) {
         let cutoff = configuration.clock().addingTimeInterval(-configuration.tombstoneRetention)
         _ = try Self.storeCall(log: configuration.log) { try store.purgeTombstones(deletedBefore: cutoff) }
     }
 
-    /// Runs a store call; a `RequestError` thrown inside passes through, any other failure is
+    /// Runs a store call; a `Refusal` thrown inside passes through, any other failure is
     /// logged and answered 500 without its details (which may name tables and statements).
-    private static func storeCall<Result>(log: @Sendable (String) -> Void, _ body: () throws -> Result) throws(RequestError) -> Result {
+    private static func storeCall<Result>(log: @Sendable (String) -> Void, _ body: () throws -> Result) throws(Refusal) -> Result {
         do {
             return try body()
-        } catch let error as RequestError {
+        } catch let error as Refusal {
             throw error
         } catch let error as ServerStoreError where error.isUnavailable {
             log("store unavailable: \(error)")
-            throw RequestError(statusCode: 503, message: "the server's database cannot be reached; try again later")
+            throw Refusal(.unavailable, "the server's database cannot be reached; try again later")
         } catch {
             log("store failure: \(error)")
-            throw RequestError(statusCode: 500, message: "the server's store failed; try again later")
+            throw Refusal(.failed, "the server's store failed; try again later")
         }
     }
 }

@@ -260,7 +260,7 @@ extension LocalStore {
                     // (Rare, so the view is rebuilt here rather than read for every change.)
                     let local = try unresolved[change.key]?.local ?? appsView(of: change.key).documentJSON
                     unresolved[change.key] = (local, (unresolved[change.key]?.conflicts ?? []) + conflicts)
-                case .rejected(let statusCode, let message):
+                case .rejected(let reason, let message):
                     reshown.insert(change.key)
                     if change.writes > 1, let parts = try writes(at: position) {
                         resent.append((change.key, parts, try inflightRow(at: position)?.isAsWritten ?? false, frozenRows?[position]))
@@ -271,7 +271,7 @@ extension LocalStore {
                     }
                     rollbacks.insert(change.key)
                     report.rejections.append(Rejection(key: change.key, operation: OperationType(change.delta),
-                                                       statusCode: statusCode, message: message))
+                                                       reason: reason, message: message))
                 }
                 confirmed[change.key] = state
             }

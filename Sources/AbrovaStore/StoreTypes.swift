@@ -154,8 +154,8 @@ public struct Rejection: Hashable, Sendable {
     public let key: DocumentKey
     /// What the write did: create, update or delete.
     public let operation: OperationType
-    /// The server's HTTP status (403 when the rules refused, 400 for invalid data).
-    public let statusCode: Int
+    /// Why the server refused it (`forbidden` when the rules refused, `invalid` for invalid data).
+    public let reason: Refusal.Reason
     /// The server's message.
     public let message: String
 }
@@ -268,29 +268,30 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public let field: String?
     /// The SQLite error underneath, if any.
     public let underlying: SQLiteError?
-    /// The HTTP status this error maps to where it crosses the wire.
-    public let statusCode: Int
+    /// Why the server would refuse the same call, when the store refused what the server would
+    /// refuse too (an invalid value, a missing document); `nil` for a failure of the device.
+    public let refusal: Refusal.Reason?
 
-    /// A store error; its status follows from the code.
+    /// A store error; its refusal follows from the code.
     public init(_ code: Code, _ message: String, field: String? = nil, underlying: SQLiteError? = nil) {
         self.code = code
         self.message = message
         self.field = field
         self.underlying = underlying
-        statusCode = switch code {
-        case .documentNotFound: 404
-        case .invalidValue, .invalidQuery: 400
-        default: 500
+        refusal = switch code {
+        case .documentNotFound: .notFound
+        case .invalidValue, .invalidQuery: .invalid
+        default: nil
         }
     }
 
-    /// A refused value, path or document, keeping its status (400, 404 or 413).
+    /// A refused value, path or document, keeping its reason (invalid, not found or too large).
     init(_ error: ValueError) {
         code = error.code == .documentNotFound ? .documentNotFound : .invalidValue
         message = error.description
         field = error.field
         underlying = nil
-        statusCode = error.statusCode
+        refusal = error.reason
     }
 
     public var description: String {

@@ -349,8 +349,8 @@ public final class AbrovaSync: Sendable {
             let run = await engine.syncForWrite()
             let conflicts: [Conflict]
             switch run.answer(to: receipt, of: key) {
-            case .rejected(let statusCode, let message)?:
-                throw AbrovaSyncError(.refused, statusCode: statusCode, message: message)
+            case .rejected(let reason, let message)?:
+                throw AbrovaSyncError(.refused, reason: reason, message: message)
             case .applied(_, _, let settled)?, .unresolved(_, let settled)?:
                 conflicts = settled  // the write's own change's
             case nil:

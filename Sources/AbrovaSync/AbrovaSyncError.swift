@@ -1,9 +1,11 @@
+import AbrovaCore
 import AbrovaStore
+import AbrovaWire
 import Foundation
 
-/// Why a call of the SDK failed. `statusCode` is the server's HTTP status when the server answered
-/// (403 when the rules refused), or the status the same refusal would have on the server when the
-/// device refused it first (400 for a value that cannot be stored, 404 for a missing document).
+/// Why a call of the SDK failed. `reason` says why the server refused (`forbidden` when the rules
+/// refused), or why it would refuse when the device refused first (`invalid` for a value that
+/// cannot be stored, `notFound` for a missing document); `statusCode` is that reason's HTTP status.
 public struct AbrovaSyncError: Error, LocalizedError, Hashable, Sendable, CustomStringConvertible {
     /// What kind of failure it is.
     public enum Kind: String, Hashable, Sendable {
@@ -22,18 +24,21 @@ public struct AbrovaSyncError: Error, LocalizedError, Hashable, Sendable, Custom
 
     /// What kind of failure it is.
     public let kind: Kind
-    /// The HTTP status of the refusal; `nil` when no server status applies (unreachable,
-    /// configuration).
-    public let statusCode: Int?
+    /// Why the server refused, or would refuse; `nil` when no refusal applies (unreachable,
+    /// configuration, storage).
+    public let reason: Refusal.Reason?
     /// A sentence for people.
     public let message: String
 
-    /// An error of `kind`.
-    public init(_ kind: Kind, statusCode: Int? = nil, message: String) {
+    /// An error of `kind`, for `reason` when the server refused or would refuse.
+    public init(_ kind: Kind, reason: Refusal.Reason? = nil, message: String) {
         self.kind = kind
-        self.statusCode = statusCode
+        self.reason = reason
         self.message = message
     }
+
+    /// The HTTP status of the refusal (403 when the rules refused); `nil` when no refusal applies.
+    public var statusCode: Int? { reason?.httpStatus }
 
     public var errorDescription: String? { message }
 
@@ -45,17 +50,17 @@ public struct AbrovaSyncError: Error, LocalizedError, Hashable, Sendable, Custom
     init(_ error: StoreError) {
         switch error.code {
         case .invalidValue, .documentNotFound, .invalidQuery:
-            self.init(.refused, statusCode: error.statusCode, message: error.message)
+            self.init(.refused, reason: error.refusal, message: error.message)
         default:
-            self.init(.storage, statusCode: nil, message: error.description)
+            self.init(.storage, message: error.description)
         }
     }
 
     init(_ failure: TransportFailure) {
         switch failure {
         case .unreachable(let reason): self.init(.unreachable, message: "the server cannot be reached: \(reason)")
-        case .unauthorized(let message): self.init(.unauthorized, statusCode: 401, message: message)
-        case .refused(let statusCode, let message): self.init(.refused, statusCode: statusCode, message: message)
+        case .unauthorized(let message): self.init(.unauthorized, reason: .unauthenticated, message: message)
+        case .refused(let reason, let message): self.init(.refused, reason: reason, message: message)
         }
     }
 

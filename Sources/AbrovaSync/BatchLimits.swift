@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaWire
 
 /// How large the next batch may be: the SDK's setting, within the limits the server announces
@@ -54,17 +55,17 @@ enum BatchRefusal: Equatable {
     /// Not the changes' fault, or not a refusal at all (unreachable, unauthorized, a refused route,
     /// client id or batch number): the queue stays and the run ends as the failure says.
     case endRun
-    /// Too large, or one of its changes unreadable (413, 400), before anything was applied: send
+    /// Too large, or one of its changes unreadable, before anything was applied: send
     /// the changes again in smaller batches.
     case split
     /// A batch of one change refused so: that change can never be sent; reject it alone.
-    case rejectChange(statusCode: Int, message: String)
+    case rejectChange(reason: Refusal.Reason, message: String)
 
     init(_ failure: TransportFailure, changes: Int) {
-        guard case .refused(let statusCode, let message) = failure, statusCode == 400 || statusCode == 413 else {
+        guard case .refused(let reason, let message) = failure, reason == .invalid || reason == .tooLarge else {
             self = .endRun
             return
         }
-        self = changes > 1 ? .split : .rejectChange(statusCode: statusCode, message: message)
+        self = changes > 1 ? .split : .rejectChange(reason: reason, message: message)
     }
 }

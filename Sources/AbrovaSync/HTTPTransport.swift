@@ -101,7 +101,7 @@ public final class HTTPTransport: SyncTransport {
             request.httpBody = Data(body)
         }
         let answer = try await send(request, timeout: timeout)
-        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in try PushResponse(body: bytes) }
+        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try PushResponse(body: bytes) }
     }
 
     /// `GET /v1/pull`: the page of documents changed after `cursor` (`nil`: from the beginning).
@@ -113,7 +113,7 @@ public final class HTTPTransport: SyncTransport {
         var query = "limit=\(limit)"
         if let cursor { query += "&cursor=" + Self.percentEncoded(cursor) }
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/pull", query: query), timeout: timeout)
-        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in try PullResponse(body: bytes) }
+        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try PullResponse(body: bytes) }
     }
 
     /// `GET /v1/docs/{collection}/{id}`: the document, or `nil` when it does not exist or is
@@ -126,10 +126,10 @@ public final class HTTPTransport: SyncTransport {
         // Only the protocol's own 404 (with its JSON error body) says the document is missing;
         // another one (a proxy's page) means the route was not reached.
         if answer.statusCode == 404, let body = try? Self.content(of: answer, limit: maximumAnswerBytes),
-           RequestError(body: body) != nil {
+           Refusal(body: body) != nil {
             return nil
         }
-        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in try ServerDocument(body: bytes) }
+        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try ServerDocument(body: bytes) }
     }
 
     /// `GET /v1/health`, waiting at most 5 s (or `timeout`, when shorter): whether the server
@@ -150,8 +150,8 @@ public final class HTTPTransport: SyncTransport {
     /// - Throws: `TransportFailure`; `.unreachable` for an answer that is not the sync server's.
     public func serverLimits() async throws(TransportFailure) -> ServerLimits? {
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/health", withCredentials: false), timeout: timeout)
-        let health = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in
-            guard let health = HealthResponse(body: bytes) else { throw RequestError.invalid("not the sync server's health answer") }
+        let health = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in
+            guard let health = HealthResponse(body: bytes) else { throw Refusal.invalid("not the sync server's health answer") }
             return health
         }
         return health.limits
@@ -164,12 +164,12 @@ public final class HTTPTransport: SyncTransport {
     public func sessionUser() async throws(TransportFailure) -> String?? {
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/session"), timeout: timeout)
         do {
-            let session = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(RequestError) in
-                guard let session = SessionResponse(body: bytes) else { throw RequestError.invalid("not the sync server's session answer") }
+            let session = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in
+                guard let session = SessionResponse(body: bytes) else { throw Refusal.invalid("not the sync server's session answer") }
                 return session
             }
             return .some(session.user)
-        } catch .refused(404, _) {
+        } catch .refused(.notFound, _) {
             return nil
         }
     }
@@ -259,7 +259,7 @@ extension HTTPTransport {
     ///   `.unreachable` for a 2xx whose body cannot be decompressed or read (a retry is the safe
     ///   move: a push answered so may have been applied).
     static func read<Result>(_ answer: HTTPAnswer, limit: Int,
-                             _ read: ([UInt8]) throws(RequestError) -> Result) throws(TransportFailure) -> Result {
+                             _ read: ([UInt8]) throws(Refusal) -> Result) throws(TransportFailure) -> Result {
         guard (200..<300).contains(answer.statusCode) else { throw failure(for: answer, limit: limit) }
         let body: [UInt8]
         do {
@@ -287,8 +287,8 @@ extension HTTPTransport {
         case 400...499:
             // Only the sync server's own refusal (its JSON error body, with this status) refuses;
             // a proxy's or a captive portal's 4xx page means the request never reached it.
-            if let body = try? content(of: answer, limit: limit), let error = RequestError(body: body), error.statusCode == status {
-                return .refused(statusCode: status, message: error.message)
+            if let body = try? content(of: answer, limit: limit), let error = Refusal(body: body), error.statusCode == status {
+                return .refused(reason: error.reason, message: error.message)
             }
             return .unreachable("\(status): \(message(of: answer, limit: limit)), so not from the sync server (a proxy or a captive portal?)")
         case 300...399:
@@ -309,7 +309,7 @@ extension HTTPTransport {
         } catch {
             return "\(reasonPhrase), with a body that could not be read: \(error.reason)"
         }
-        if let error = RequestError(body: body) { return error.message }
+        if let error = Refusal(body: body) { return error.message }
         let excerpt = String(decoding: body.prefix(200), as: UTF8.self)
             .map { $0.isNewline || $0.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) ? " " : String($0) }
             .joined()

@@ -117,8 +117,9 @@ public struct DocumentReference: Sendable {
 
     /// Replaces the document (creating it) with exactly these fields.
     ///
-    /// - Throws: `AbrovaSyncError`: `.refused` with the server's status (403 rules, 400 invalid
-    ///   data) or the device's (400 for a value that cannot be stored); nothing is queued then.
+    /// - Throws: `AbrovaSyncError`: `.refused` with the server's reason (`forbidden` by the rules,
+    ///   `invalid` data) or the device's (`invalid` for a value that cannot be stored); nothing is
+    ///   queued then.
     @discardableResult
     public func setData(_ data: [String: Value]) async throws(AbrovaSyncError) -> DocumentSnapshot {
         let key = key
@@ -133,7 +134,7 @@ public struct DocumentReference: Sendable {
 
     /// Updates fields by dotted path: values, removals and set changes (`FieldValue`).
     ///
-    /// - Throws: `AbrovaSyncError`: `.refused` 404 when the document does not exist; otherwise as
+    /// - Throws: `AbrovaSyncError`: `.refused` for `notFound` when the document does not exist; otherwise as
     ///   `setData(_:)`.
     @discardableResult
     public func updateData(_ fields: [String: FieldValue]) async throws(AbrovaSyncError) -> DocumentSnapshot {
@@ -146,7 +147,7 @@ public struct DocumentReference: Sendable {
             do {
                 path = try FieldPath(dotted)
             } catch {
-                throw AbrovaSyncError(.refused, statusCode: error.statusCode, message: error.description)
+                throw AbrovaSyncError(.refused, reason: error.reason, message: error.description)
             }
             switch change {
             case .value(let value): assignments[path] = value
@@ -204,13 +205,13 @@ private func encodeDocument(_ value: some Encodable) throws(AbrovaSyncError) -> 
     do {
         let json = try JSONEncoder().encode(value)
         guard case .map(let fields) = try Value(json: Array(json)) else {
-            throw AbrovaSyncError(.refused, statusCode: 400, message: "a document must encode as a JSON object")
+            throw AbrovaSyncError(.refused, reason: .invalid, message: "a document must encode as a JSON object")
         }
         return fields
     } catch let error as AbrovaSyncError {
         throw error
     } catch {
-        throw AbrovaSyncError(.refused, statusCode: 400, message: "the value cannot be stored: \(error)")
+        throw AbrovaSyncError(.refused, reason: .invalid, message: "the value cannot be stored: \(error)")
     }
 }
 
@@ -218,6 +219,6 @@ private func decodeDocument<T: Decodable>(_ type: T.Type, from data: Value) thro
     do {
         return try JSONDecoder().decode(type, from: Data(data.canonicalJSON.utf8))
     } catch {
-        throw AbrovaSyncError(.refused, statusCode: 400, message: "the document does not decode as \(type): \(error)")
+        throw AbrovaSyncError(.refused, reason: .invalid, message: "the document does not decode as \(type): \(error)")
     }
 }

@@ -87,7 +87,7 @@ actor SyncRunner {
         let sequence: Int64
         let keys: Set<DocumentKey>
         /// The refusal of each document's last change in the batch (its newest write), if refused.
-        let newestRejections: [DocumentKey: (statusCode: Int, message: String)]
+        let newestRejections: [DocumentKey: (reason: Refusal.Reason, message: String)]
         /// Documents whose refused change of several writes went back to the queue, write by write.
         let resent: Set<DocumentKey>
         /// The conflicts the server settled (or left to the resolver), by document.
@@ -397,8 +397,8 @@ actor SyncRunner {
                     try await store.unfreezeBatch()
                     batchLimits.split(changes: frozen.batch.changes.count, bytes: body.count)
                     continue
-                case .rejectChange(let statusCode, let message):
-                    answer = [.rejected(statusCode: statusCode, message: message)]
+                case .rejectChange(let reason, let message):
+                    answer = [.rejected(reason: reason, message: message)]
                 }
             }
             markReachable()
@@ -411,13 +411,13 @@ actor SyncRunner {
         let report = try await store.settle(batch: batch.sequence, results: answer)
         runProgress.pushedChanges += batch.changes.count
         progress.send(runProgress)
-        var newestRejections: [DocumentKey: (statusCode: Int, message: String)] = [:]
+        var newestRejections: [DocumentKey: (reason: Refusal.Reason, message: String)] = [:]
         for (change, outcome) in zip(batch.changes, answer) {
-            guard case .rejected(let statusCode, let message) = outcome else {
+            guard case .rejected(let reason, let message) = outcome else {
                 newestRejections[change.key] = nil
                 continue
             }
-            newestRejections[change.key] = (statusCode, message)
+            newestRejections[change.key] = (reason, message)
         }
         result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), newestRejections: newestRejections,
                                            resent: report.resent, conflicts: report.conflicts.merging(report.unresolved, uniquingKeysWith: +),
@@ -429,7 +429,7 @@ actor SyncRunner {
             eachListener { $0.onDocumentSynced(documentId: change.key.id, operation: operation) }
         }
         for rejection in report.rejections {
-            let error = AbrovaSyncError(.refused, statusCode: rejection.statusCode, message: rejection.message)
+            let error = AbrovaSyncError(.refused, reason: rejection.reason, message: rejection.message)
             rejections.send(DocumentRejection(documentId: rejection.key.id, collection: rejection.key.collection,
                                               operation: rejection.operation, error: error))
             outputs.onDocumentRejected.value?(rejection.key.id, rejection.operation, error)
@@ -508,7 +508,7 @@ actor SyncRunner {
             switch await request.value {
             case .success(let answer):
                 page = answer
-            case .failure(.refused(let statusCode, _)) where !resynced && (statusCode == 410 || (statusCode == 400 && cursor != nil)):
+            case .failure(.refused(let reason, _)) where !resynced && (reason == .resyncRequired || (reason == .invalid && cursor != nil)):
                 // Deletes after our cursor are no longer kept (410), the read rules changed (410),
                 // or the server does not know the cursor (400: its database was replaced, or the
                 // cursor is another user's): pull everything again, and drop what it does not
@@ -519,9 +519,9 @@ actor SyncRunner {
                 request = fetchPage(after: nil)
                 continue
             case .failure(let error):
-                guard case .refused(let statusCode, let message) = error else { return endRun(on: error, &result) }
+                guard case .refused(let reason, let message) = error else { return endRun(on: error, &result) }
                 result.outcome = .failed
-                fail(AbrovaSyncError(.refused, statusCode: statusCode, message: "pull refused: \(message)"))
+                fail(AbrovaSyncError(.refused, reason: reason, message: "pull refused: \(message)"))
                 return
             }
             markReachable()
@@ -562,9 +562,9 @@ actor SyncRunner {
         case .unauthorized(let message):
             result.outcome = .unauthorized
             unauthorized(message)
-        case .refused(let statusCode, let message):
+        case .refused(let reason, let message):
             result.outcome = .failed
-            fail(AbrovaSyncError(.refused, statusCode: statusCode, message: message))
+            fail(AbrovaSyncError(.refused, reason: reason, message: message))
         }
     }
 
@@ -622,7 +622,7 @@ actor SyncRunner {
     }
 
     private func unauthorized(_ message: String) {
-        let error = AbrovaSyncError(.unauthorized, statusCode: 401, message: message)
+        let error = AbrovaSyncError(.unauthorized, reason: .unauthenticated, message: message)
         lastError = error
         handle(.runEnded(.unauthorized))
         eachListener { $0.onSyncFailed(error: error) }
@@ -715,7 +715,7 @@ extension SyncRunner.RunResult {
         guard let batch = settled.first(where: { $0.sequence >= sequence && $0.keys.contains(key) && !$0.resent.contains(key) }) else {
             return nil
         }
-        if let rejection = batch.newestRejections[key] { return .rejected(statusCode: rejection.statusCode, message: rejection.message) }
+        if let rejection = batch.newestRejections[key] { return .rejected(reason: rejection.reason, message: rejection.message) }
         return .applied(version: .zero, state: nil, conflicts: batch.conflicts[key] ?? [])
     }
 }

@@ -11,15 +11,15 @@ public enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertible
     /// queue is kept until the token is replaced.
     case unauthorized(String)
     /// The sync server answered and refused (another 4xx, with the protocol's JSON error body),
-    /// with its status code and message. A 4xx without that body came from something else on
+    /// for this reason and with its message. A 4xx without that body came from something else on
     /// the way (a proxy, a captive portal) and is `.unreachable`: the sync server never saw it.
-    case refused(statusCode: Int, message: String)
+    case refused(reason: Refusal.Reason, message: String)
 
     public var description: String {
         switch self {
         case .unreachable(let reason): "the server cannot be reached: \(reason)"
-        case .unauthorized(let message): "401: \(message)"
-        case .refused(let statusCode, let message): "\(statusCode): \(message)"
+        case .unauthorized(let message): "unauthenticated: \(message)"
+        case .refused(let reason, let message): "\(reason): \(message)"
         }
     }
 }

@@ -10,10 +10,10 @@ public struct InMemoryServer: Sendable {
     /// The last answered batch per client: (sequence, answer).
     private var answered: [String: (Int64, [ChangeResult])] = [:]
     /// Refuses a change with (status, message) when it returns one.
-    public var refuse: @Sendable (DocumentKey, DocumentDelta) -> (Int, String)?
+    public var refuse: @Sendable (DocumentKey, DocumentDelta) -> (Refusal.Reason, String)?
 
     /// A server with no documents; `refuse` decides which changes its "rules" refuse.
-    public init(refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Int, String)? = { _, _ in nil }) {
+    public init(refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Refusal.Reason, String)? = { _, _ in nil }) {
         self.refuse = refuse
     }
 
@@ -27,8 +27,8 @@ public struct InMemoryServer: Sendable {
         var ownVersions: [DocumentKey: Set<Version>] = [:]
         for change in batch.changes {
             let strategy = change.strategy ?? batchStrategy
-            if let (status, message) = refuse(change.key, change.delta) {
-                answer.append(.rejected(statusCode: status, message: message))
+            if let (reason, message) = refuse(change.key, change.delta) {
+                answer.append(.rejected(reason: reason, message: message))
                 continue
             }
             var state = documents[change.key] ?? DocumentState()
@@ -47,7 +47,7 @@ public struct InMemoryServer: Sendable {
                 // As the real server: an uncontested change's state is left for the client to compute.
                 answer.append(.applied(version: next, state: isUncontested ? nil : state, conflicts: report.conflicts))
             } catch {
-                answer.append(.rejected(statusCode: error.statusCode, message: error.description))
+                answer.append(.rejected(reason: error.reason, message: error.description))
             }
         }
         answered[batch.clientID] = (batch.sequence, answer)

@@ -49,16 +49,16 @@ public struct PushRequest: Hashable, Sendable {
 
     /// Reads a push body in one pass over its bytes, checking every part (PushReading.swift).
     ///
-    /// - Throws: `RequestError` 400 naming what is malformed (413 for too many changes or a
+    /// - Throws: `Refusal` `.invalid` naming what is malformed (`.tooLarge` for too many changes or a
     ///   value too large).
-    public init(body: some Collection<UInt8>, limits: WireLimits = WireLimits()) throws(RequestError) {
+    public init(body: some Collection<UInt8>, limits: WireLimits = WireLimits()) throws(Refusal) {
         var reader = JSONReader(bytes: Array(body), maximumDepth: ValueLimits.maximumEncodedDepth)
         let form: PushForm
         do {
             form = try PushForm.read(from: &reader, limits: limits)
             try reader.finish()
         } catch {
-            throw RequestError(error, context: "the body is not valid JSON")
+            throw Refusal(error, context: "the body is not valid JSON")
         }
         self = try form.request(limits: limits)
     }
@@ -99,8 +99,8 @@ public struct PushResponse: Hashable, Sendable {
                 bytes.append(contentsOf: #","state":"#.utf8)
                 state.writeEncoded(to: &bytes)
                 bytes.append(contentsOf: #","status":"conflict"}"#.utf8)
-            case .rejected(let statusCode, let message):
-                Value.map(["status": "rejected", "statusCode": .int(Int64(statusCode)), "message": .string(message)])
+            case .rejected(let reason, let message):
+                Value.map(["status": "rejected", "statusCode": .int(Int64(reason.httpStatus)), "message": .string(message)])
                     .writeCanonicalJSON(to: &bytes)
             }
         }
@@ -134,8 +134,8 @@ public struct PushResponse: Hashable, Sendable {
 
     /// Reads a push answer.
     ///
-    /// - Throws: `RequestError` 400 when the body is not one.
-    public init(body: some Collection<UInt8>) throws(RequestError) {
+    /// - Throws: `Refusal` `.invalid` when the body is not one.
+    public init(body: some Collection<UInt8>) throws(Refusal) {
         if let uncontested = Self.readUncontested(Array(body)) {
             results = uncontested
         } else {
@@ -144,9 +144,9 @@ public struct PushResponse: Hashable, Sendable {
     }
 
     /// Reads the results through a `Value` tree: any answer, with the refusals of the protocol.
-    static func readResults(_ body: some Collection<UInt8>) throws(RequestError) -> [ChangeResult] {
+    static func readResults(_ body: some Collection<UInt8>) throws(Refusal) -> [ChangeResult] {
         let parts = try fields(of: try parse(body), allowed: ["results"], in: "the push answer")
-        guard case .array(let items)? = parts["results"] else { throw RequestError.invalid("results must be an array") }
+        guard case .array(let items)? = parts["results"] else { throw Refusal.invalid("results must be an array") }
         var results: [ChangeResult] = []
         for (index, item) in items.enumerated() {
             let context = "results[\(index)]"
@@ -154,18 +154,18 @@ public struct PushResponse: Hashable, Sendable {
             switch try string(result["status"], named: "\(context).status") {
             case "applied":
                 results.append(.applied(version: try Version(wire: result["version"], named: "\(context).version"),
-                                        state: try result["state"].map { value throws(RequestError) in try state(value, in: context) },
+                                        state: try result["state"].map { value throws(Refusal) in try state(value, in: context) },
                                         conflicts: try conflicts(result["conflicts"], in: context)))
             case "conflict":
                 results.append(.unresolved(state: try state(result["state"], in: context),
                                            conflicts: try conflicts(result["conflicts"], in: context)))
             case "rejected":
                 guard case .int(let status)? = result["statusCode"], (400...599).contains(status) else {
-                    throw RequestError.invalid("\(context).statusCode must be an HTTP error status")
+                    throw Refusal.invalid("\(context).statusCode must be an HTTP error status")
                 }
-                results.append(.rejected(statusCode: Int(status), message: try string(result["message"], named: "\(context).message")))
+                results.append(.rejected(reason: Refusal.Reason(httpStatus: Int(status)), message: try string(result["message"], named: "\(context).message")))
             case let other:
-                throw RequestError.invalid("\(context).status \"\(other)\" is not applied, conflict or rejected")
+                throw Refusal.invalid("\(context).status \"\(other)\" is not applied, conflict or rejected")
             }
         }
         return results
@@ -189,7 +189,7 @@ public struct ServerDocument: Hashable, Sendable {
         self.state = state
     }
 
-    init(wire value: Value, in context: String) throws(RequestError) {
+    init(wire value: Value, in context: String) throws(Refusal) {
         let parts = try fields(of: value, allowed: ["collection", "id", "version", "deleted", "state", "data"], in: context)
         key = DocumentKey(collection: try string(parts["collection"], named: "\(context).collection"),
                           id: try string(parts["id"], named: "\(context).id"))
@@ -227,8 +227,8 @@ public struct ServerDocument: Hashable, Sendable {
 
     /// Reads an online read's answer.
     ///
-    /// - Throws: `RequestError` 400 when the body is not one.
-    public init(body: some Collection<UInt8>) throws(RequestError) {
+    /// - Throws: `Refusal` `.invalid` when the body is not one.
+    public init(body: some Collection<UInt8>) throws(Refusal) {
         try self.init(wire: try parse(body), in: "the document")
     }
 }
@@ -301,8 +301,8 @@ public struct PullResponse: Hashable, Sendable {
 
     /// Reads a page.
     ///
-    /// - Throws: `RequestError` 400 when the body is not one.
-    public init(body: some Collection<UInt8>) throws(RequestError) {
+    /// - Throws: `Refusal` `.invalid` when the body is not one.
+    public init(body: some Collection<UInt8>) throws(Refusal) {
         let bytes = Array(body)
         if let page = Self.readInOnePass(bytes) {
             self = page
@@ -312,10 +312,10 @@ public struct PullResponse: Hashable, Sendable {
     }
 
     /// Reads a page as a `Value` tree, then walks it: the reading that names what is wrong.
-    static func readAsTree(_ bytes: [UInt8]) throws(RequestError) -> PullResponse {
+    static func readAsTree(_ bytes: [UInt8]) throws(Refusal) -> PullResponse {
         let parts = try fields(of: try parse(bytes), allowed: ["documents", "cursor", "hasMore"], in: "the page")
         guard case .array(let items)? = parts["documents"], case .bool(let hasMore)? = parts["hasMore"] else {
-            throw RequestError.invalid("a page needs documents and hasMore")
+            throw Refusal.invalid("a page needs documents and hasMore")
         }
         var documents: [ServerDocument] = []
         for (index, item) in items.enumerated() { documents.append(try ServerDocument(wire: item, in: "documents[\(index)]")) }
@@ -400,27 +400,27 @@ extension ServerDocument {
 
 /// Checks a client id: 1 to 128 ASCII letters, digits, `-` or `_` (a UUID fits).
 ///
-/// - Throws: `RequestError` 400.
-public func checkClientID(_ clientID: String) throws(RequestError) {
+/// - Throws: `Refusal` `.invalid`.
+public func checkClientID(_ clientID: String) throws(Refusal) {
     let isValid = !clientID.isEmpty && clientID.utf8.count <= 128 && clientID.utf8.allSatisfy { byte in
         (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || byte == 0x2D || byte == 0x5F
     }
-    guard isValid else { throw RequestError.invalid("clientId must be 1 to 128 ASCII letters, digits, - or _") }
+    guard isValid else { throw Refusal.invalid("clientId must be 1 to 128 ASCII letters, digits, - or _") }
 }
 
 // MARK: - Reading parts
 
-private func parse(_ body: some Collection<UInt8>) throws(RequestError) -> Value {
+private func parse(_ body: some Collection<UInt8>) throws(Refusal) -> Value {
     do {
         return try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)
     } catch {
-        throw RequestError(error, context: "the body is not valid JSON")
+        throw Refusal(error, context: "the body is not valid JSON")
     }
 }
 
 /// The entries of a map whose keys are all in `allowed`.
-private func fields(of value: Value, allowed: Set<String>, in context: String) throws(RequestError) -> [String: Value] {
-    guard case .map(let parts) = value else { throw RequestError.invalid("\(context) must be a JSON object") }
+private func fields(of value: Value, allowed: Set<String>, in context: String) throws(Refusal) -> [String: Value] {
+    guard case .map(let parts) = value else { throw Refusal.invalid("\(context) must be a JSON object") }
     if let unknown = parts.keys.first(where: { !allowed.contains($0) }) {
         throw unknownKeyError(unknown, allowed: allowed, in: context)
     }
@@ -428,40 +428,40 @@ private func fields(of value: Value, allowed: Set<String>, in context: String) t
 }
 
 /// The refusal of a key that is not in `allowed`.
-func unknownKeyError(_ key: String, allowed: some Sequence<String>, in context: String) -> RequestError {
-    RequestError.invalid("\(context) has an unknown key \"\(key.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
+func unknownKeyError(_ key: String, allowed: some Sequence<String>, in context: String) -> Refusal {
+    Refusal.invalid("\(context) has an unknown key \"\(key.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
 }
 
 /// The text of a string part; `name` is built only for a refusal.
-func string(_ value: Value?, named name: @autoclosure () -> String) throws(RequestError) -> String {
-    guard case .string(let text)? = value else { throw RequestError.invalid("\(name()) must be a string") }
+func string(_ value: Value?, named name: @autoclosure () -> String) throws(Refusal) -> String {
+    guard case .string(let text)? = value else { throw Refusal.invalid("\(name()) must be a string") }
     return text
 }
 
-private func state(_ value: Value?, in context: String) throws(RequestError) -> DocumentState {
-    guard let value else { throw RequestError.invalid("\(context).state is missing") }
+private func state(_ value: Value?, in context: String) throws(Refusal) -> DocumentState {
+    guard let value else { throw Refusal.invalid("\(context).state is missing") }
     do {
         return try DocumentState(encoded: value)
     } catch {
-        throw RequestError(error, context: "\(context).state")
+        throw Refusal(error, context: "\(context).state")
     }
 }
 
-private func conflicts(_ value: Value?, in context: String) throws(RequestError) -> [Conflict] {
-    guard case .array(let items)? = value else { throw RequestError.invalid("\(context).conflicts must be an array") }
+private func conflicts(_ value: Value?, in context: String) throws(Refusal) -> [Conflict] {
+    guard case .array(let items)? = value else { throw Refusal.invalid("\(context).conflicts must be an array") }
     var conflicts: [Conflict] = []
     for (index, item) in items.enumerated() {
         let name = "\(context).conflicts[\(index)]"
         let parts = try fields(of: item, allowed: ["path", "serverValue", "clientValue", "outcome"], in: name)
         guard let outcome = Conflict.Outcome(rawValue: try string(parts["outcome"], named: "\(name).outcome")) else {
-            throw RequestError.invalid("\(name).outcome is not serverWon, clientWon, merged or unresolved")
+            throw Refusal.invalid("\(name).outcome is not serverWon, clientWon, merged or unresolved")
         }
         let dotted = try string(parts["path"], named: "\(name).path")
         let path: FieldPath
         do {
             path = try FieldPath(dotted)
         } catch {
-            throw RequestError(error, context: name)
+            throw Refusal(error, context: name)
         }
         conflicts.append(Conflict(path: path, serverValue: parts["serverValue"], clientValue: parts["clientValue"], outcome: outcome))
     }
@@ -482,8 +482,8 @@ extension Conflict {
 extension Version {
     var wire: Value { .int(Int64(bitPattern: rawValue)) }
 
-    init(wire value: Value?, named name: String) throws(RequestError) {
-        guard case .int(let number)? = value, number >= 0 else { throw RequestError.invalid("\(name) must be a non-negative integer") }
+    init(wire value: Value?, named name: String) throws(Refusal) {
+        guard case .int(let number)? = value, number >= 0 else { throw Refusal.invalid("\(name) must be a non-negative integer") }
         self.init(UInt64(number))
     }
 }

@@ -51,21 +51,21 @@ struct PushForm {
 
     /// The request, its parts checked in the order the tree decoder checked them.
     ///
-    /// - Throws: `RequestError` 400 naming what is wrong, 413 for too many changes.
-    func request(limits: WireLimits) throws(RequestError) -> PushRequest {
-        guard isObject else { throw RequestError.invalid("the push must be a JSON object") }
+    /// - Throws: `Refusal` `.invalid` naming what is wrong, `.tooLarge` for too many changes.
+    func request(limits: WireLimits) throws(Refusal) -> PushRequest {
+        guard isObject else { throw Refusal.invalid("the push must be a JSON object") }
         if let unknown = unknownKeys.first { throw unknownKeyError(unknown, allowed: PushRequest.keys, in: "the push") }
         let clientID = try string(clientID, named: "clientId")
         try checkClientID(clientID)
         guard case .int(let sequence)? = sequence, sequence >= 1 else {
-            throw RequestError.invalid("batchSeq must be an integer from 1")
+            throw Refusal.invalid("batchSeq must be an integer from 1")
         }
         guard let strategy = ConflictStrategy(rawValue: try string(strategy, named: "strategy")) else {
-            throw RequestError.invalid("strategy must be one of serverWins, clientWins, merge, manual")
+            throw Refusal.invalid("strategy must be one of serverWins, clientWins, merge, manual")
         }
-        guard let changes, changes.isArray else { throw RequestError.invalid("changes must be an array") }
+        guard let changes, changes.isArray else { throw Refusal.invalid("changes must be an array") }
         guard changes.count <= limits.maximumChanges else {
-            throw RequestError(statusCode: 413, message: "the batch holds \(changes.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
+            throw Refusal(.tooLarge, "the batch holds \(changes.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
         }
         if let refusal = changes.firstRefusal { throw refusal }
         return PushRequest(batch: Batch(clientID: clientID, sequence: sequence, changes: changes.changes), strategy: strategy)
@@ -85,7 +85,7 @@ private struct ChangesForm {
     var isArray = true
     var count = 0
     var changes: [BatchChange] = []
-    var firstRefusal: RequestError?
+    var firstRefusal: Refusal?
 
     static func read(from reader: inout JSONReader, limits: WireLimits) throws(ValueError) -> ChangesForm {
         var form = ChangesForm()
@@ -154,38 +154,38 @@ private struct ChangeForm {
 
     /// The change, its parts checked in the order the tree decoder checked them.
     ///
-    /// - Throws: `RequestError` 400 naming what is wrong.
-    func change(at index: Int) throws(RequestError) -> BatchChange {
+    /// - Throws: `Refusal` `.invalid` naming what is wrong.
+    func change(at index: Int) throws(Refusal) -> BatchChange {
         // Built only for a refusal: most changes have none.
         func context() -> String { "changes[\(index)]" }
         if hasVersion || hasOwner {
             let owned = hasVersion ? "version" : "owner"
-            throw RequestError.invalid("\(context()): \(owned) is set by the server; a change may not carry it")
+            throw Refusal.invalid("\(context()): \(owned) is set by the server; a change may not carry it")
         }
-        guard isObject else { throw RequestError.invalid("\(context()) must be a JSON object") }
+        guard isObject else { throw Refusal.invalid("\(context()) must be a JSON object") }
         if let unknown = unknownKeys.first { throw unknownKeyError(unknown, allowed: PushRequest.changeKeys, in: context()) }
         let key = DocumentKey(collection: try string(collection, named: "\(context()).collection"),
                               id: try string(id, named: "\(context()).id"))
         do {
             try key.validate()
         } catch {
-            throw RequestError(error, context: context())
+            throw Refusal(error, context: context())
         }
         var writes = 1
         if let count = self.writes {
             guard case .int(let number) = count, number >= 1, number <= Int64(Int32.max) else {
-                throw RequestError.invalid("\(context()).writes must be a positive integer")
+                throw Refusal.invalid("\(context()).writes must be a positive integer")
             }
             writes = Int(number)
         }
         let strategy = try changeStrategy(self.strategy, in: context)
         switch delta {
-        case nil: throw RequestError.invalid("\(context()).delta is missing")
-        case .notAnObject?: throw RequestError.invalid("\(context()).delta must be a JSON object")
+        case nil: throw Refusal.invalid("\(context()).delta is missing")
+        case .notAnObject?: throw Refusal.invalid("\(context()).delta must be a JSON object")
         case .unknownKey(let unknown)?: throw unknownKeyError(unknown, allowed: DocumentDelta.encodedKeys, in: "\(context()).delta")
-        case .invalid(let error)?: throw RequestError(error, context: "\(context()) (\(key))")
+        case .invalid(let error)?: throw Refusal(error, context: "\(context()) (\(key))")
         case .delta(let delta)?:
-            guard !delta.isEmpty else { throw RequestError.invalid("\(context()) (\(key)) changes nothing") }
+            guard !delta.isEmpty else { throw Refusal.invalid("\(context()) (\(key)) changes nothing") }
             return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy)
         }
     }
@@ -193,11 +193,11 @@ private struct ChangeForm {
 
 /// A change's own strategy, when it names one.
 ///
-/// - Throws: `RequestError` 400 for a name that is not a strategy.
-func changeStrategy(_ value: Value?, in context: () -> String) throws(RequestError) -> ConflictStrategy? {
+/// - Throws: `Refusal` `.invalid` for a name that is not a strategy.
+func changeStrategy(_ value: Value?, in context: () -> String) throws(Refusal) -> ConflictStrategy? {
     guard let value else { return nil }
     guard case .string(let name) = value, let strategy = ConflictStrategy(rawValue: name) else {
-        throw RequestError.invalid("\(context()).strategy must be one of serverWins, clientWins, merge, manual")
+        throw Refusal.invalid("\(context()).strategy must be one of serverWins, clientWins, merge, manual")
     }
     return strategy
 }

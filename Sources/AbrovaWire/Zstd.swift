@@ -1,3 +1,4 @@
+import AbrovaCore
 import CZstd
 
 /// Why zstd data was refused, or why compressing failed.
@@ -30,12 +31,12 @@ public struct ZstdError: Error, Hashable, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    /// The HTTP status this error maps to where it crosses the wire.
-    public var statusCode: Int {
+    /// Why a body that fails so is refused.
+    public var reason: Refusal.Reason {
         switch code {
-        case .tooLarge: 413
-        case .internalFailure: 500
-        default: 400
+        case .tooLarge: .tooLarge
+        case .internalFailure: .failed
+        default: .invalid
         }
     }
 

@@ -60,7 +60,7 @@ import Testing
             _ = try Value(json: text)
         } catch {
             #expect(error.code == code, "\(text): \(error)")
-            #expect(error.statusCode == 400)
+            #expect(error.reason == .invalid)
         }
     }
 
@@ -185,7 +185,7 @@ import Testing
         let tooBig = try DocumentDelta.update(set: [try FieldPath("b"): .string(half)], base: state.version)
         let refused = error { _ = try ConflictStrategy.serverWins.apply(tooBig, to: state, version: Version(2)) }
         #expect(refused?.code == .tooLarge)
-        #expect(refused?.statusCode == 413)
+        #expect(refused?.reason == .tooLarge)
         #expect(state.document == ["a": .string(half)])
         // Shrinking an oversized document stays possible.
         let shrink = try DocumentDelta.update(remove: [try FieldPath("a")], base: state.version)
@@ -196,7 +196,7 @@ import Testing
         let update = try DocumentDelta.update(set: [try FieldPath("a"): 1], base: .zero)
         let missing = error { _ = try ConflictStrategy.merge.apply(update, to: DocumentState(), version: Version(1)) }
         #expect(missing?.code == .documentNotFound)
-        #expect(missing?.statusCode == 404)
+        #expect(missing?.reason == .notFound)
     }
 
     @Test func malformedEncodedStatesAndDeltasAreRefused() async {

@@ -1,4 +1,5 @@
 @testable import AbrovaFuzzing
+import AbrovaCore
 import AbrovaHTTP
 import AbrovaTestSupport
 import AbrovaWire
@@ -82,13 +83,13 @@ import Testing
         let pull = HTTPRequest(method: "GET", path: "/v1/pull")
         let push = HTTPRequest(method: "POST", path: "/v1/push", body: BuiltSeeds.pushBodies[0])
         let bad: [(String, HTTPResponse, HTTPRequest)] = [
-            ("a 500", .json(status: 500, RequestError(statusCode: 500, message: "the store failed").body), push),
-            ("a 503", .json(status: 503, RequestError(statusCode: 503, message: "down").body), pull),
+            ("a 500", .json(status: 500, Refusal(statusCode: 500, message: "the store failed").body), push),
+            ("a 503", .json(status: 503, Refusal(statusCode: 503, message: "down").body), pull),
             ("a redirect", HTTPResponse(status: 302), health),
             ("an answer that is not JSON", HTTPResponse(status: 200, body: Array(#"{"status":"ok"}"#.utf8)), health),
             ("an error body that is not an error", .json(status: 404, Array("nope".utf8)), pull),
-            ("an error with another status in its body", .json(status: 400, RequestError(statusCode: 413, message: "big").body), push),
-            ("an error without a message", .json(status: 400, RequestError(statusCode: 400, message: "").body), push),
+            ("an error with another status in its body", .json(status: 400, Refusal(statusCode: 413, message: "big").body), push),
+            ("an error without a message", .json(status: 400, Refusal(statusCode: 400, message: "").body), push),
             ("a push answer with a result missing", .json(status: 200, PushResponse(results: []).body), push),
             ("a page that is not one", .json(status: 200, Array("{}".utf8)), pull),
             ("a zstd answer that is not zstd", .json(status: 200, [1, 2, 3], headers: [("Content-Encoding", "zstd")]), pull),
@@ -99,14 +100,14 @@ import Testing
         #expect(target.problem(with: .json(status: 200, Array(#"{"status":"ok"}"#.utf8)), to: health) != nil, "a health answer without limits")
         let limits = ServerLimits(maximumChanges: 16, maximumPushBytes: 1 << 20, maximumPageSize: 50, maximumPageBytes: 8 << 20)
         #expect(target.problem(with: .json(status: 200, HealthResponse(limits: limits).body), to: health) == nil)
-        #expect(target.problem(with: .json(status: 404, RequestError(statusCode: 404, message: "no route").body), to: pull) == nil)
+        #expect(target.problem(with: .json(status: 404, Refusal(statusCode: 404, message: "no route").body), to: pull) == nil)
     }
 
     @Test func aDecoderRefusalOutside4xxIsAFinding() {
-        #expect(refusalProblem(RequestError(statusCode: 500, message: "x"), of: "decoder") != nil)
-        #expect(refusalProblem(RequestError(statusCode: 200, message: "x"), of: "decoder") != nil)
-        #expect(refusalProblem(RequestError(statusCode: 400, message: ""), of: "decoder") != nil)
-        #expect(refusalProblem(RequestError(statusCode: 413, message: "too large"), of: "decoder") == nil)
+        #expect(refusalProblem(Refusal(statusCode: 500, message: "x"), of: "decoder") != nil)
+        #expect(refusalProblem(Refusal(statusCode: 200, message: "x"), of: "decoder") != nil)
+        #expect(refusalProblem(Refusal(statusCode: 400, message: ""), of: "decoder") != nil)
+        #expect(refusalProblem(Refusal(statusCode: 413, message: "too large"), of: "decoder") == nil)
     }
 
     @Test func aRunReportsWhatItsTargetRefusesAndTheInputMakesItAgain() {

@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
@@ -13,7 +14,7 @@ import Testing
     static let expiry = try! Date("2026-12-02T10:00:00Z", strategy: .iso8601)
 
     static func status(_ body: () throws -> Caller) -> Either {
-        do { return .caller(try body()) } catch let error as RequestError {
+        do { return .caller(try body()) } catch let error as Refusal {
             return .refused(error.statusCode, error.message)
         } catch {
             return .refused(0, "\(error)")
@@ -52,7 +53,7 @@ import Testing
         #"{"apiKeys": ["k"]}"#,
     ])
     func aMalformedConfigurationIsRefusedInWordsThatDoNotShowTheToken(json: String) {
-        let error = #expect(throws: RequestError.self) { try ConfiguredAuthenticator(json: Array(json.replacingOccurrences(
+        let error = #expect(throws: Refusal.self) { try ConfiguredAuthenticator(json: Array(json.replacingOccurrences(
             of: "\"t\"", with: "\"secret-token-1234\"").utf8)) }
         #expect(error?.statusCode == 400)
         #expect(error?.message.hasPrefix("the auth configuration needs") == true, "\(String(describing: error))")
@@ -91,7 +92,7 @@ import Testing
     }
 
     @Test func aFileThatCannotBeReadAtStartIsRefused() {
-        let error = #expect(throws: RequestError.self) { try AuthFile(path: TemporaryFolder().path("missing.json")) }
+        let error = #expect(throws: Refusal.self) { try AuthFile(path: TemporaryFolder().path("missing.json")) }
         #expect(error?.message.hasPrefix("cannot read") == true)
     }
 }

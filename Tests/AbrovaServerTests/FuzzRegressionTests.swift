@@ -16,7 +16,7 @@ import Testing
         let handler = SyncHTTPHandler(service: service, authenticator: DevelopmentAuthenticator())
         let response = handler.handle(HTTPRequest(method: "GET", path: path, headers: ["x-api-key": "k"]))
         #expect(response.status == 404)
-        #expect(RequestError(body: response.body)?.message.contains("no route") == true)
+        #expect(Refusal(body: response.body)?.message.contains("no route") == true)
         #expect(handler.handle(HTTPRequest(method: "GET", path: "/v1/health")).status == 200)
     }
 }

@@ -50,7 +50,7 @@ final class LiveServer: Sendable {
         var documents: [ServerDocument] = []
         while true {
             let response = try send("GET", "/v1/pull?limit=\(limit)&cursor=\(cursor)", as: user)
-            guard response.status == 200 else { throw RequestError(statusCode: response.status, message: "pull failed") }
+            guard response.status == 200 else { throw Refusal(statusCode: response.status, message: "pull failed") }
             let page = try PullResponse(body: response.body)
             documents += page.documents
             cursor = page.cursor
@@ -60,7 +60,7 @@ final class LiveServer: Sendable {
 }
 
 extension RawHTTPConnection.Response {
-    var message: String { RequestError(body: body)?.message ?? String(decoding: body, as: UTF8.self) }
+    var message: String { Refusal(body: body)?.message ?? String(decoding: body, as: UTF8.self) }
 }
 
 extension ServerSuites {
@@ -171,14 +171,14 @@ extension ServerSuites {
             // Ben replays Ana's batch, or writes under her client id: his own client of that id,
             // whose writes the rules refuse as they would under any id.
             let replay = try live.push(anasBatch, as: "ben")
-            guard case .rejected(404, "no document carts/c1")? = try PushResponse(body: replay.body).results.first else {
+            guard case .rejected(.notFound, "no document carts/c1")? = try PushResponse(body: replay.body).results.first else {
                 Issue.record("\(String(decoding: replay.body, as: UTF8.self))")
                 return
             }
             let bens = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ana-phone", sequence: 2,
                                    strategy: .clientWins)
             let results = try PushResponse(body: try live.push(bens, as: "ben").body).results
-            guard case .rejected(404, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
+            guard case .rejected(.notFound, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
             let document = try ServerDocument(body: try live.send("GET", "/v1/docs/carts/c1").body)
             #expect(document.state.document == ["secret": "ana's"])
         }

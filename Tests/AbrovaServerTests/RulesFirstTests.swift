@@ -42,7 +42,7 @@ import Testing
             switch result {
             case .applied(_, let state, let conflicts): "applied \(String(describing: state)) \(conflicts)"
             case .unresolved(let state, let conflicts): "unresolved \(state) \(conflicts)"
-            case .rejected(let status, let message): "rejected \(status) \(message)"
+            case .rejected(let reason, let message): "rejected \(reason.httpStatus) \(message)"
             }
         }.joined(separator: "; ")
     }
@@ -131,14 +131,14 @@ import Testing
         #expect(changed.first.map { if case .applied = $0 { true } else { false } } == true, "\(changed)")
         let taken = try fixture.push([(DocumentKey(collection: "boards", id: "ana:other"), try .create(["n": 1], base: .zero))], as: "ben",
                                      client: "ben", sequence: 2)
-        #expect(taken == [.rejected(statusCode: 403, message: "the rules of boards refuse this write to boards/ana:other")])
+        #expect(taken == [.rejected(reason: .forbidden, message: "the rules of boards refuse this write to boards/ana:other")])
     }
 
     @Test func rulesFilesNameTheIdsChoice() throws {
         let rules = try RuleBook(json: Array(#"{"default": {"read": "owner", "write": "owner", "ids": "owner-prefixed"}}"#.utf8))
         #expect((rules.fallback as? PresetRules)?.ids == .ownerPrefixed)
         #expect((try RuleBook(json: Array(#"{"default": {"read": "owner", "write": "owner"}}"#.utf8)).fallback as? PresetRules)?.ids == .any)
-        let error = #expect(throws: RequestError.self) {
+        let error = #expect(throws: Refusal.self) {
             try RuleBook(json: Array(#"{"default": {"read": "owner", "write": "owner", "ids": "prefixed"}}"#.utf8))
         }
         #expect(error?.message.contains("\"ids\" (any, owner-prefixed)") == true)
@@ -152,7 +152,7 @@ import Testing
         let pad = String(repeating: "p", count: ValueLimits.maximumDocumentBytes - 1_000)
         let results = try fixture.push([(inbox, try .update(set: [path("pad"): .string(pad)], base: .zero))], as: "ben", client: "ben",
                                        sequence: 1, strategy: .merge)
-        guard case .rejected(413, let message) = results[0] else { Issue.record("\(results)"); return }
+        guard case .rejected(.tooLarge, let message) = results[0] else { Issue.record("\(results)"); return }
         #expect(!message.contains(where: \.isNumber) || message == "inbox/a1: the write would make the document larger than the limit",
                 "the refusal tells a size: \(message)")
     }

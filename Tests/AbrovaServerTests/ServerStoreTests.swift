@@ -114,7 +114,7 @@ extension ServerSuites {
             #expect(delivered.sorted() == ["early", "late"], "seen while the first was held: \(seenWhileHeld.map(\.key.id))")
         }
 
-        struct Refusal: Error {}
+        struct DeliberateFailure: Error {}
 
         /// Nothing of a write that throws is kept: not its documents, not its dedupe record. A
         /// statement that fails takes its whole transaction with it, and the connection serves on.
@@ -133,10 +133,10 @@ extension ServerSuites {
                     try transaction.saveDocument(try document("rolled-back", at: version), at: now)
                     #expect(try transaction.document(key)?.version == version, "a transaction reads its own writes")
                     #expect(try transaction.client("client-a", of: "ana")?.answer == [2])
-                    throw Refusal()
+                    throw DeliberateFailure()
                 }
                 Issue.record("the write did not throw")
-            } catch is Refusal {}
+            } catch is DeliberateFailure {}
             // A statement the database refuses (a version already taken) after writes that succeeded.
             #expect(throws: (any Error).self) {
                 try store.write { transaction in
@@ -252,7 +252,7 @@ extension ServerSuites {
 
             proxy.fault = .reset
             proxy.resetConnections()
-            let error = #expect(throws: RequestError.self) { try service.pull(cursor: nil, caller: .user("ana")) }
+            let error = #expect(throws: Refusal.self) { try service.pull(cursor: nil, caller: .user("ana")) }
             #expect(error?.statusCode == 503, "\(String(describing: error))")
 
             proxy.fault = .none

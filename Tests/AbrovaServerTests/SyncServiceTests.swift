@@ -35,12 +35,12 @@ final class ServiceFixture: Sendable {
 
     @discardableResult
     func push(_ changes: [(DocumentKey, DocumentDelta)], as user: String, client: String = "client-a", sequence: Int64,
-              strategy: ConflictStrategy = .merge) throws(RequestError) -> [ChangeResult] {
+              strategy: ConflictStrategy = .merge) throws(Refusal) -> [ChangeResult] {
         let request = makeRequest(changes, client: client, sequence: sequence, strategy: strategy)
         return try PushResponse(body: try service.push(request, caller: .user(user))).results
     }
 
-    func pullAll(as caller: Caller, limit: Int = 1_000) throws(RequestError) -> [ServerDocument] {
+    func pullAll(as caller: Caller, limit: Int = 1_000) throws(Refusal) -> [ServerDocument] {
         var cursor: String?
         var documents: [ServerDocument] = []
         while true {
@@ -58,12 +58,12 @@ func makeRequest(_ changes: [(DocumentKey, DocumentDelta)], client: String = "cl
                 strategy: strategy)
 }
 
-/// The status of the `RequestError` that `body` throws; `nil` when it succeeds, -1 for another error.
+/// The status of the `Refusal` that `body` throws; `nil` when it succeeds, -1 for another error.
 func statusOf(_ body: () throws -> Void) -> Int? {
     do {
         try body()
         return nil
-    } catch let error as RequestError {
+    } catch let error as Refusal {
         return error.statusCode
     } catch {
         return -1
@@ -193,7 +193,7 @@ extension ServerSuites {
             // and her document stays hers.
             let bensReplay = try fixture.service.push(request, caller: .user("ben"))
             #expect(bensReplay != anasAnswer)
-            guard case .rejected(404, "no document carts/c1")? = try PushResponse(body: bensReplay).results.first else {
+            guard case .rejected(.notFound, "no document carts/c1")? = try PushResponse(body: bensReplay).results.first else {
                 Issue.record("Ben's replay: \(String(decoding: bensReplay, as: UTF8.self))")
                 return
             }
@@ -220,7 +220,7 @@ extension ServerSuites {
                 (order, try .create(["items": 3], base: .zero)),
                 (cart, try .create(["qty": 1], base: .zero)),
             ], as: "ana", sequence: 1)
-            guard case .rejected(404, _) = results[0], case .rejected(400, let message) = results[1], case .applied = results[2] else {
+            guard case .rejected(.notFound, _) = results[0], case .rejected(.invalid, let message) = results[1], case .applied = results[2] else {
                 Issue.record("unexpected results: \(results)")
                 return
             }
@@ -317,7 +317,7 @@ extension ServerSuites {
             // Ben may not overwrite Ana's cart either; the refusal changes nothing.
             let results = try fixture.push([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], as: "ben", client: "ben", sequence: 2,
                                            strategy: .clientWins)
-            guard case .rejected(404, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
+            guard case .rejected(.notFound, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
         }
 

@@ -86,7 +86,7 @@ import Testing
         let folder = TemporaryFolder()
         let store = try LocalStore(path: folder.path("device.sqlite"))
         var server = InMemoryServer { _, delta in
-            delta.assignments.keys.contains { $0 == bad || $0.segments.first == "bad" } ? (400, "bad is not allowed") : nil
+            delta.assignments.keys.contains { $0 == bad || $0.segments.first == "bad" } ? (.invalid, "bad is not allowed") : nil
         }
         var rejections = 0
         func sync() async throws {

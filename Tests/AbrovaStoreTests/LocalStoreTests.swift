@@ -37,13 +37,13 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         do {
             try await store.updateData(for: cart, set: [path("a"): 1])
         } catch let error as StoreError {
-            #expect(error.code == .documentNotFound && error.statusCode == 404)
+            #expect(error.code == .documentNotFound && error.refusal == .notFound)
         }
         do {
             try await store.setData(["price": .double(.nan)], for: cart)
             Issue.record("a NaN was stored")
         } catch let error as StoreError {
-            #expect(error.code == .invalidValue && error.field == "price" && error.statusCode == 400)
+            #expect(error.code == .invalidValue && error.field == "price" && error.refusal == .invalid)
         }
         for bad in [DocumentKey(collection: "", id: "x"), DocumentKey(collection: "carts", id: "a/b"),
                     DocumentKey(collection: "carts", id: String(repeating: "x", count: 257)),
@@ -54,7 +54,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
                 try await store.setData(["n": 1], for: bad)
                 Issue.record("\(bad) was accepted")
             } catch let error as StoreError {
-                #expect(error.code == .invalidValue && error.statusCode == 400 && (error.field == "collection" || error.field == "id"))
+                #expect(error.code == .invalidValue && error.refusal == .invalid && (error.field == "collection" || error.field == "id"))
             }
         }
         #expect(await store.unsentWriteCount == 0)
@@ -270,7 +270,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
     @Test func aRefusedWriteIsDroppedAndTheDocumentRollsBack() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
-        var server = InMemoryServer(refuse: { key, _ in key.id == "secret" ? (403, "rules refused") : nil })
+        var server = InMemoryServer(refuse: { key, _ in key.id == "secret" ? (.forbidden, "rules refused") : nil })
         let secret = DocumentKey(collection: "carts", id: "secret")
         try await store.setData(["owner": "ana"], for: cart)
         try await store.setData(["owner": "eve"], for: secret)
@@ -280,7 +280,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
         let frozen = try #require(try await store.freezeBatch())
         let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
-        #expect(report.rejections == [Rejection(key: secret, operation: .create, statusCode: 403, message: "rules refused")])
+        #expect(report.rejections == [Rejection(key: secret, operation: .create, reason: .forbidden, message: "rules refused")])
         // The refused create disappears; the other write is confirmed; the listener is told it was a rollback.
         let rolledBack = try #require(await iterator.next())
         #expect(rolledBack.data == nil && rolledBack.metadata.isRollback)
@@ -291,7 +291,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
     @Test func aRollbackKeepsTheWritesMadeAfterTheRefusedOne() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
-        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (403, "no") : nil })
+        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (.forbidden, "no") : nil })
         try server.write(try DocumentDelta.create(["price": 5, "name": "milk"], base: .zero), to: cart)
         let page = server.pull(after: nil)
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
@@ -309,7 +309,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
     @Test func aRefusedUpdateShowsTheServersDocumentAgain() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
-        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (400, "price is read-only") : nil })
+        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (.invalid, "price is read-only") : nil })
         try server.write(try DocumentDelta.create(["price": 5, "name": "milk"], base: .zero), to: cart)
         let page = server.pull(after: nil)
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
@@ -317,7 +317,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(try await store.document(cart).data == ["price": 1, "name": "milk"])
         let frozen = try #require(try await store.freezeBatch())
         let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
-        #expect(report.rejections.first?.operation == .update && report.rejections.first?.statusCode == 400)
+        #expect(report.rejections.first?.operation == .update && report.rejections.first?.reason == .invalid)
         #expect(try await store.document(cart).data == ["price": 5, "name": "milk"])
     }
 
@@ -710,7 +710,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         _ = try await store.write(.update(set: [path("note"): "a"], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
         let frozen = try #require(try await store.freezeBatch(strategyOf: { _ in .serverWins }))
         #expect(frozen.batch.changes.map(\.writes) == [2])
-        let report = try await store.settle(batch: frozen.batch.sequence, results: [.rejected(statusCode: 400, message: "no")])
+        let report = try await store.settle(batch: frozen.batch.sequence, results: [.rejected(reason: .invalid, message: "no")])
         #expect(report.resent == [cart])
         let resent = try #require(try await store.freezeBatch(strategyOf: { _ in .serverWins }))
         #expect(resent.batch.changes.map(\.strategy) == [.clientWins, .clientWins])

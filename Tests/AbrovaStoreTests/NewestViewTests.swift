@@ -17,7 +17,7 @@ import Testing
     func openStore() throws -> LocalStore { try LocalStore(path: folder.path("store.sqlite")) }
 
     /// The server holding both carts, pulled into `store`.
-    func serverWithCarts(pulledInto store: LocalStore, refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Int, String)?)
+    func serverWithCarts(pulledInto store: LocalStore, refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Refusal.Reason, String)?)
         async throws -> InMemoryServer {
         var server = InMemoryServer(refuse: refuse)
         try server.write(try DocumentDelta.create(["name": "milk", "price": 5], base: .zero), to: cart)
@@ -51,7 +51,7 @@ import Testing
         do {
             let store = try openStore()
             var server = try await serverWithCarts(pulledInto: store) { _, delta in
-                delta.assignments[path("price")] != nil ? (403, "the price is the shop's") : nil
+                delta.assignments[path("price")] != nil ? (.forbidden, "the price is the shop's") : nil
             }
             // Interleaved, so that each write is its own change: c1 qty, c2 n, c1 price (refused), c2 n, c1 note.
             try await store.updateData(for: cart, set: [path("qty"): 2])

@@ -31,7 +31,7 @@ func failure<Result>(of body: () async throws -> Result) async -> TransportFailu
 
 /// A protocol error answer.
 private func json(_ status: Int, _ message: String, headers: [(name: String, value: String)] = []) -> HTTPResponse {
-    .json(status: status, RequestError(statusCode: status, message: message).body, headers: headers)
+    .json(status: status, Refusal(statusCode: status, message: message).body, headers: headers)
 }
 
 /// A text answer, as a proxy would give.
@@ -117,12 +117,12 @@ extension TransportFailure {
 
         var tampered = Array(pages[0].cursor)
         tampered[5] = tampered[5] == "A" ? "B" : "A"
-        guard case .refused(400, let message)? = await failure(of: { try await transport.pull(cursor: String(tampered), limit: 2) }) else {
+        guard case .refused(.invalid, let message)? = await failure(of: { try await transport.pull(cursor: String(tampered), limit: 2) }) else {
             Issue.record("a tampered cursor was not refused")
             return
         }
         #expect(message.contains("cursor"))
-        guard case .refused(400, let limit)? = await failure(of: { try await transport.pull(cursor: nil, limit: 0) }) else {
+        guard case .refused(.invalid, let limit)? = await failure(of: { try await transport.pull(cursor: nil, limit: 0) }) else {
             Issue.record("limit 0 was not refused")
             return
         }
@@ -139,7 +139,7 @@ extension TransportFailure {
         _ = try await transport.push(body: makeRequest([(cart, .delete(base: page.documents[0].version))], sequence: 2).body)
         live.advance(by: 7_200)
         try live.service.purgeExpiredTombstones()
-        guard case .refused(410, let message)? = await failure(of: { try await transport.pull(cursor: page.cursor, limit: 10) }) else {
+        guard case .refused(.resyncRequired, let message)? = await failure(of: { try await transport.pull(cursor: page.cursor, limit: 10) }) else {
             Issue.record("no 410")
             return
         }
@@ -160,12 +160,12 @@ extension TransportFailure {
 
         #expect(try await transport.document(DocumentKey(collection: "carts", id: "missing")) == nil)
         // `..` reaches the server as an id (refused), not as a step up the path.
-        guard case .refused(400, _)? = await failure(of: { try await transport.document(DocumentKey(collection: "carts", id: "..")) }) else {
+        guard case .refused(.invalid, _)? = await failure(of: { try await transport.document(DocumentKey(collection: "carts", id: "..")) }) else {
             Issue.record("\"..\" was not sent as an id")
             return
         }
         #expect(live.exchanges.last?.path == "/v1/docs/carts/%2E%2E")
-        guard case .refused(400, _)? = await failure(of: { try await transport.document(DocumentKey(collection: "carts", id: "a/b c")) }) else {
+        guard case .refused(.invalid, _)? = await failure(of: { try await transport.document(DocumentKey(collection: "carts", id: "a/b c")) }) else {
             Issue.record("a bad id was not refused")
             return
         }
@@ -209,7 +209,7 @@ extension TransportFailure {
         _ = try await ana.push(body: anas.body)
         let older = makeRequest([(cart, try .update(set: [try FieldPath("secret"): "old"], base: .zero))], client: "ana-phone", sequence: 1)
         #expect(await failure(of: { try await ana.push(body: older.body) })
-                == .refused(statusCode: 409, message: "batch 1 is older than batch 2, the last this client sent"))
+                == .refused(reason: .staleBatch, message: "batch 1 is older than batch 2, the last this client sent"))
         let ben = live.makeTransport(exchange: exchange, as: "ben")
         // A document the rules hide reads as missing.
         #expect(try await ben.document(cart) == nil, "Ben read Ana's document")
@@ -330,7 +330,7 @@ extension TransportFailure {
         let scripted = try ScriptedServer()
         let transport = scripted.makeTransport(exchange: exchange)
         let body = makeRequest([(DocumentKey(collection: "c", id: "d"), try .create(["n": 1], base: .zero))], sequence: 1).body
-        enum Expected { case unreachable(String), unauthorized(String), refused(Int, String) }
+        enum Expected { case unreachable(String), unauthorized(String), refused(Refusal.Reason, String) }
         let cases: [(name: String, answer: HTTPResponse, expected: Expected)] = [
             ("200 not JSON", text(200, "<html>hello</html>"), .unreachable("the answer could not be read: the body is not valid JSON")),
             ("200 another shape", .json(status: 200, Array(#"{"results":[{"status":"weird"}]}"#.utf8)), .unreachable("the answer could not be read: results[0].status")),
@@ -342,13 +342,13 @@ extension TransportFailure {
             ("500 not UTF-8", HTTPResponse(status: 500, body: [0xFF, 0xFE, 0x41]), .unreachable("500: internal server error, without the protocol's JSON error body: \"\u{FFFD}\u{FFFD}A\"")),
             ("408", json(408, "too slow"), .unreachable("408: too slow")),
             ("401 HTML", text(401, "who are you?"), .unauthorized("unauthorized, without the protocol's JSON error body: \"who are you?\"")),
-            ("403 JSON", json(403, "the rules refuse"), .refused(403, "the rules refuse")),
-            ("413 JSON", json(413, "too many changes (maximumChanges)"), .refused(413, "too many changes (maximumChanges)")),
+            ("403 JSON", json(403, "the rules refuse"), .refused(.forbidden, "the rules refuse")),
+            ("413 JSON", json(413, "too many changes (maximumChanges)"), .refused(.tooLarge, "too many changes (maximumChanges)")),
             // A 4xx without the protocol's error body is not the sync server's: it was not reached.
             ("418 empty", HTTPResponse(status: 418), .unreachable("418: client error, without the protocol's JSON error body, so not from the sync server")),
             ("JSON that is not an error body", .json(status: 409, Array(#"{"error":"stale"}"#.utf8)),
              .unreachable("409: conflict, without the protocol's JSON error body: \"{\"error\":\"stale\"}\", so not from the sync server")),
-            ("an error body of another status", .json(status: 404, RequestError(statusCode: 400, message: "bad").body), .unreachable("404:")),
+            ("an error body of another status", .json(status: 404, Refusal(statusCode: 400, message: "bad").body), .unreachable("404:")),
             ("404 HTML", text(404, "<html>Not Found</html>"), .unreachable("404: not found, without the protocol's JSON error body")),
             ("301", HTTPResponse(status: 301, headers: [("Location", "/elsewhere")]), .unreachable("301: a redirect to /elsewhere, which the protocol never sends; check the server URL")),
         ]
@@ -360,8 +360,8 @@ extension TransportFailure {
                 #expect(reason.lowercased().hasPrefix(start.lowercased()), "\(item.name): \(reason)")
             case (.unauthorized(let expected), .unauthorized(let message)?):
                 #expect(message.lowercased().hasSuffix(expected.lowercased()), "\(item.name): \(message)")
-            case (.refused(let status, let expected), .refused(let statusCode, let message)?):
-                #expect(statusCode == status && message.lowercased().hasSuffix(expected.lowercased()), "\(item.name): \(statusCode) \(message)")
+            case (.refused(let expectedReason, let expected), .refused(let reason, let message)?):
+                #expect(reason == expectedReason && message.lowercased().hasSuffix(expected.lowercased()), "\(item.name): \(reason) \(message)")
             default:
                 Issue.record("\(item.name): \(String(describing: outcome))")
             }
@@ -463,7 +463,7 @@ extension TransportFailure {
 
     func read(_ answer: HTTPAnswer, limit: Int = 1 << 20) -> Result<PullResponse, TransportFailure> {
         Result { () throws(TransportFailure) in
-            try HTTPTransport.read(answer, limit: limit) { bytes throws(RequestError) in try PullResponse(body: bytes) }
+            try HTTPTransport.read(answer, limit: limit) { bytes throws(Refusal) in try PullResponse(body: bytes) }
         }
     }
 
@@ -489,9 +489,9 @@ extension TransportFailure {
     }
 
     @Test func anErrorBodyIsReadCompressedOrNot() throws {
-        let error = RequestError(statusCode: 400, message: String(repeating: "bad field ", count: 200))
+        let error = Refusal(statusCode: 400, message: String(repeating: "bad field ", count: 200))
         #expect(read(HTTPAnswer(statusCode: 400, headers: ["content-encoding": "zstd"], body: try Zstd.compress(error.body)))
-                == .failure(.refused(statusCode: 400, message: error.message)))
+                == .failure(.refused(reason: .invalid, message: error.message)))
         // Too large to be the protocol's error: not from the sync server.
         guard case .failure(.unreachable(let message)) = read(HTTPAnswer(statusCode: 400, headers: [:], body: [], exceedsLimit: true)),
               message.contains(", with a body that could not be read: it holds more than 1048576 bytes (maximumAnswerBytes)") else {

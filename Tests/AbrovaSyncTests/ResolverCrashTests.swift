@@ -24,7 +24,12 @@ import Testing
         defer { first.kill() }
         let created = try await first.command("set man d x start")
         #expect(created == "ok confirmed", "\(first.log)")
-        await other.sync.forceSyncNow()
+        // Under a loaded run one sync may time out before it pulls: sync until the document is there.
+        let pulled = await eventually(30) {
+            await other.sync.forceSyncNow()
+            return (try? await other.sync.collection("man").document("d").getDocument(source: .cache).data) != nil
+        }
+        #expect(pulled, "the other device never pulled man/d")
         #expect(try await first.command("disconnect") == "ok")
         #expect(try await first.command("update man d x zz-victim") == "ok pending")
         try await other.sync.collection("man").document("d").updateData(["x": .value(.string("other"))])

@@ -100,7 +100,7 @@ import Testing
     @Test func anotherUsersCursorIsRefused() throws {
         let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser))
         let cursor = try live.service.pull(cursor: nil, caller: .user("ana")).cursor
-        #expect(throws: RequestError.self) { try live.service.pull(cursor: cursor, caller: .user("ben")) }
+        #expect(throws: Refusal.self) { try live.service.pull(cursor: cursor, caller: .user("ben")) }
         #expect(try live.service.pull(cursor: cursor, caller: .user("ana")).documents.isEmpty)
     }
 }

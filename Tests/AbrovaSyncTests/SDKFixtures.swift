@@ -144,9 +144,9 @@ final class SwitchableRules: SecurityRules {
 
     func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool { caller.userID != nil }
     func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool { !refusesWrites && caller.userID != nil }
-    func validate(_ document: StoredDocument) throws(RequestError) {
+    func validate(_ document: StoredDocument) throws(Refusal) {
         if document.state.document?.mapValue?["invalid"] != nil {
-            throw RequestError.invalid("field invalid is not allowed")
+            throw Refusal.invalid("field invalid is not allowed")
         }
     }
 }

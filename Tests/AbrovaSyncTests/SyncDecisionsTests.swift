@@ -112,11 +112,11 @@ import Foundation
     }
 
     @Test func onlyASizeOrUnreadableChangeRefusalSplitsAndOnlyAChangeAloneIsRejected() {
-        #expect(BatchRefusal(.refused(statusCode: 413, message: "too large"), changes: 9) == .split)
-        #expect(BatchRefusal(.refused(statusCode: 400, message: "bad delta"), changes: 2) == .split)
-        #expect(BatchRefusal(.refused(statusCode: 413, message: "too large"), changes: 1) == .rejectChange(statusCode: 413, message: "too large"))
-        for status in [403, 404, 405, 409, 415, 422] {
-            #expect(BatchRefusal(.refused(statusCode: status, message: "no"), changes: 1) == .endRun, "\(status)")
+        #expect(BatchRefusal(.refused(reason: .tooLarge, message: "too large"), changes: 9) == .split)
+        #expect(BatchRefusal(.refused(reason: .invalid, message: "bad delta"), changes: 2) == .split)
+        #expect(BatchRefusal(.refused(reason: .tooLarge, message: "too large"), changes: 1) == .rejectChange(reason: .tooLarge, message: "too large"))
+        for reason in [Refusal.Reason.forbidden, .notFound, .methodNotAllowed, .staleBatch, .unsupportedEncoding, .reusedBatch] {
+            #expect(BatchRefusal(.refused(reason: reason, message: "no"), changes: 1) == .endRun, "\(reason)")
         }
         #expect(BatchRefusal(.unreachable("gone"), changes: 5) == .endRun)
         #expect(BatchRefusal(.unauthorized("expired"), changes: 5) == .endRun)

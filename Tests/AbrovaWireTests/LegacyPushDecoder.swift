@@ -12,26 +12,26 @@ import AbrovaWire
 // follows for the delta's own maps.
 
 /// Reads a push body as the tree decoder did.
-func legacyPushRequest(body: some Collection<UInt8>, limits: WireLimits = WireLimits()) throws(RequestError) -> PushRequest {
+func legacyPushRequest(body: some Collection<UInt8>, limits: WireLimits = WireLimits()) throws(Refusal) -> PushRequest {
     let value: Value
     do {
         var parser = LegacyJSONParser(bytes: Array(body), maximumDepth: ValueLimits.maximumEncodedDepth)
         value = try parser.parseDocument()
     } catch {
-        throw RequestError(error, context: "the body is not valid JSON")
+        throw Refusal(error, context: "the body is not valid JSON")
     }
     let parts = try legacyFields(of: value, allowed: ["clientId", "batchSeq", "strategy", "changes"], in: "the push")
     let clientID = try legacyString(parts["clientId"], named: "clientId")
     try checkClientID(clientID)
     guard case .int(let sequence)? = parts["batchSeq"], sequence >= 1 else {
-        throw RequestError.invalid("batchSeq must be an integer from 1")
+        throw Refusal.invalid("batchSeq must be an integer from 1")
     }
     guard let strategy = ConflictStrategy(rawValue: try legacyString(parts["strategy"], named: "strategy")) else {
-        throw RequestError.invalid("strategy must be one of serverWins, clientWins, merge, manual")
+        throw Refusal.invalid("strategy must be one of serverWins, clientWins, merge, manual")
     }
-    guard case .array(let items)? = parts["changes"] else { throw RequestError.invalid("changes must be an array") }
+    guard case .array(let items)? = parts["changes"] else { throw Refusal.invalid("changes must be an array") }
     guard items.count <= limits.maximumChanges else {
-        throw RequestError(statusCode: 413, message: "the batch holds \(items.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
+        throw Refusal(statusCode: 413, message: "the batch holds \(items.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
     }
     var changes: [BatchChange] = []
     changes.reserveCapacity(items.count)
@@ -41,11 +41,11 @@ func legacyPushRequest(body: some Collection<UInt8>, limits: WireLimits = WireLi
     return PushRequest(batch: Batch(clientID: clientID, sequence: sequence, changes: changes), strategy: strategy)
 }
 
-private func legacyChange(_ item: Value, at index: Int) throws(RequestError) -> BatchChange {
+private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> BatchChange {
     let context = "changes[\(index)]"
     if let parts = item.mapValue {
         for owned in ["version", "owner"] where parts[owned] != nil {
-            throw RequestError.invalid("\(context): \(owned) is set by the server; a change may not carry it")
+            throw Refusal.invalid("\(context): \(owned) is set by the server; a change may not carry it")
         }
     }
     let parts = try legacyFields(of: item, allowed: ["collection", "id", "delta", "strategy", "writes"], in: context)
@@ -54,46 +54,46 @@ private func legacyChange(_ item: Value, at index: Int) throws(RequestError) -> 
     do {
         try key.validate()
     } catch {
-        throw RequestError(error, context: context)
+        throw Refusal(error, context: context)
     }
     var writes = 1
     if let count = parts["writes"] {
         guard case .int(let number) = count, number >= 1, number <= Int64(Int32.max) else {
-            throw RequestError.invalid("\(context).writes must be a positive integer")
+            throw Refusal.invalid("\(context).writes must be a positive integer")
         }
         writes = Int(number)
     }
     var strategy: ConflictStrategy?
     if let named = parts["strategy"] {
         guard case .string(let name) = named, let own = ConflictStrategy(rawValue: name) else {
-            throw RequestError.invalid("\(context).strategy must be one of serverWins, clientWins, merge, manual")
+            throw Refusal.invalid("\(context).strategy must be one of serverWins, clientWins, merge, manual")
         }
         strategy = own
     }
-    guard let encodedDelta = parts["delta"] else { throw RequestError.invalid("\(context).delta is missing") }
+    guard let encodedDelta = parts["delta"] else { throw Refusal.invalid("\(context).delta is missing") }
     _ = try legacyFields(of: encodedDelta, allowed: ["create", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
                          in: "\(context).delta")
     let delta: DocumentDelta
     do {
         delta = try legacyDelta(encoded: encodedDelta)
     } catch {
-        throw RequestError(error, context: "\(context) (\(key))")
+        throw Refusal(error, context: "\(context) (\(key))")
     }
-    guard !delta.isEmpty else { throw RequestError.invalid("\(context) (\(key)) changes nothing") }
+    guard !delta.isEmpty else { throw Refusal.invalid("\(context) (\(key)) changes nothing") }
     return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy)
 }
 
 /// The entries of a map whose keys are all in `allowed`.
-private func legacyFields(of value: Value, allowed: Set<String>, in context: String) throws(RequestError) -> [String: Value] {
-    guard case .map(let parts) = value else { throw RequestError.invalid("\(context) must be a JSON object") }
+private func legacyFields(of value: Value, allowed: Set<String>, in context: String) throws(Refusal) -> [String: Value] {
+    guard case .map(let parts) = value else { throw Refusal.invalid("\(context) must be a JSON object") }
     if let unknown = parts.keys.sorted().first(where: { !allowed.contains($0) }) {
-        throw RequestError.invalid("\(context) has an unknown key \"\(unknown.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
+        throw Refusal.invalid("\(context) has an unknown key \"\(unknown.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
     }
     return parts
 }
 
-private func legacyString(_ value: Value?, named name: String) throws(RequestError) -> String {
-    guard case .string(let text)? = value else { throw RequestError.invalid("\(name) must be a string") }
+private func legacyString(_ value: Value?, named name: String) throws(Refusal) -> String {
+    guard case .string(let text)? = value else { throw Refusal.invalid("\(name) must be a string") }
     return text
 }
 

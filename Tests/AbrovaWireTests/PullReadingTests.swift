@@ -48,7 +48,7 @@ import Testing
             // (Its refusals are not compared: with two faults in one object, which one a tree
             // names depends on its dictionary's order, which differs from one reading to the next.)
             guard let onePass = PullResponse.readInOnePass(input.mutated) else { return nil }
-            let tree = Result { () throws(RequestError) in try PullResponse.readAsTree(input.mutated) }
+            let tree = Result { () throws(Refusal) in try PullResponse.readAsTree(input.mutated) }
             if tree != .success(onePass) { return "\(String(decoding: input.mutated, as: UTF8.self)): \(onePass) vs the tree's \(tree)" }
             return nil
         }
@@ -69,7 +69,7 @@ import Testing
     ])
     func edgeCasesAgree(text: String) {
         let bytes = Array(text.utf8)
-        let onePass = Result { () throws(RequestError) in try PullResponse(body: bytes) }
-        #expect(onePass == Result { () throws(RequestError) in try PullResponse.readAsTree(bytes) })
+        let onePass = Result { () throws(Refusal) in try PullResponse(body: bytes) }
+        #expect(onePass == Result { () throws(Refusal) in try PullResponse.readAsTree(bytes) })
     }
 }

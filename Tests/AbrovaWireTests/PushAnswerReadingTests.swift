@@ -16,7 +16,7 @@ import Testing
                 var state = DocumentState()
                 state.applyLocally(try! DocumentDelta.create(["n": .int(Int64(index))], base: .zero), at: version)
                 results.append(.applied(version: version, state: state, conflicts: []))
-            case 1: results.append(.rejected(statusCode: 403, message: "no \(index)"))
+            case 1: results.append(.rejected(reason: .forbidden, message: "no \(index)"))
             default: results.append(.applied(version: version, state: nil, conflicts: []))
             }
         }
@@ -34,7 +34,7 @@ import Testing
             let isUncontested = input.answer.results.allSatisfy { if case .applied(_, nil, []) = $0 { true } else { false } }
             if isUncontested, PushResponse.readUncontested(input.answer.body) == nil { return "an uncontested answer is left to the tree" }
             guard let onePass = PushResponse.readUncontested(input.mutated) else { return nil }
-            let tree = Result { () throws(RequestError) in try PushResponse.readResults(input.mutated) }
+            let tree = Result { () throws(Refusal) in try PushResponse.readResults(input.mutated) }
             if tree != .success(onePass) { return "\(String(decoding: input.mutated, as: UTF8.self)): \(onePass) vs the tree's \(tree)" }
             return nil
         }
@@ -56,7 +56,7 @@ import Testing
     ])
     func edgeCasesAgree(text: String) {
         let bytes = Array(text.utf8)
-        let read = Result { () throws(RequestError) in try PushResponse(body: bytes) }
-        #expect(read == Result { () throws(RequestError) in try PushResponse(results: PushResponse.readResults(bytes)) })
+        let read = Result { () throws(Refusal) in try PushResponse(body: bytes) }
+        #expect(read == Result { () throws(Refusal) in try PushResponse(results: PushResponse.readResults(bytes)) })
     }
 }

@@ -78,8 +78,8 @@ struct PushBodyCase: CustomStringConvertible {
 
     /// What the two decoders (and the two parsers under them) disagree on, or `nil`.
     var disagreement: String? {
-        let new = Result { () throws(RequestError) in try PushRequest(body: body, limits: limits) }
-        let old = Result { () throws(RequestError) in try legacyPushRequest(body: body, limits: limits) }
+        let new = Result { () throws(Refusal) in try PushRequest(body: body, limits: limits) }
+        let old = Result { () throws(Refusal) in try legacyPushRequest(body: body, limits: limits) }
         switch (new, old) {
         case (.success(let newRequest), .success(let oldRequest)):
             if newRequest != oldRequest || newRequest.body != oldRequest.body { return "decoded differently" }

@@ -39,7 +39,7 @@ import Testing
         var bytes: [UInt8] = []
         body.writeCanonicalJSON(to: &bytes)
         for (input, source) in [(bytes, "body"), (Array(canonical.utf8), "canonical")] {
-            do throws(RequestError) {
+            do throws(Refusal) {
                 let encoded = try Self.reencode(input, kind: fixture.kind)
                 #expect(String(decoding: encoded, as: UTF8.self) == canonical, "\(fixture): \(source) re-encoded")
             } catch {
@@ -48,7 +48,7 @@ import Testing
         }
     }
 
-    private static func reencode(_ bytes: [UInt8], kind: String) throws(RequestError) -> [UInt8] {
+    private static func reencode(_ bytes: [UInt8], kind: String) throws(Refusal) -> [UInt8] {
         switch kind {
         case "pushRequest": try PushRequest(body: bytes).body
         case "pushResponse": try PushResponse(body: bytes).body
@@ -64,7 +64,7 @@ import Testing
             Issue.record("\(fixture): needs bodyText, statusCode and messageContains")
             return
         }
-        do throws(RequestError) {
+        do throws(Refusal) {
             let request = try PushRequest(body: Array(text.utf8))
             Issue.record("\(fixture): accepted, as \(String(decoding: request.body, as: UTF8.self))")
         } catch {

@@ -58,7 +58,7 @@ import Testing
         #expect(try Zstd.decompress(frame, limit: json.count) == json)
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: json.count - 1) }
         #expect(error?.code == .tooLarge)
-        #expect(error?.statusCode == 413)
+        #expect(error?.reason == .tooLarge)
     }
 
     // MARK: Corrupt input
@@ -66,7 +66,7 @@ import Testing
     @Test func emptyInputIsCorrupt() {
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress([], limit: 1 << 20) }
         #expect(error?.code == .corrupt)
-        #expect(error?.statusCode == 400)
+        #expect(error?.reason == .invalid)
     }
 
     @Test func randomBytesAreCorrupt() {
@@ -137,7 +137,7 @@ import Testing
         #expect(ZSTD_getFrameContentSize(bomb, bomb.count) == ZSTD_CONTENTSIZE_UNKNOWN)
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress(bomb, limit: 1 << 20) }
         #expect(error?.code == .tooLarge)
-        #expect(error?.statusCode == 413)
+        #expect(error?.reason == .tooLarge)
         #expect(error?.message.contains("1048576") == true)
     }
 
@@ -196,7 +196,7 @@ import Testing
         #expect(frame.count < half.count + half.count / 10)
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: 16 << 20) }
         #expect(error?.code == .windowTooLarge)
-        #expect(error?.statusCode == 400)
+        #expect(error?.reason == .invalid)
         #expect(error?.message.contains("maximumWindowLog 23") == true)
         #expect(try Zstd.decompress(frame, limit: 16 << 20, maximumWindowLog: 27) == bytes)
     }
@@ -206,7 +206,7 @@ import Testing
         for windowLog in [0, 9, 32, Int.max] {
             let error = #expect(throws: ZstdError.self) { try Zstd.decompress(frame, limit: 10, maximumWindowLog: windowLog) }
             #expect(error?.code == .internalFailure, "maximumWindowLog \(windowLog)")
-            #expect(error?.statusCode == 500)
+            #expect(error?.reason == .failed)
         }
     }
 
