@@ -405,7 +405,7 @@ public struct DocumentState: Hashable, Sendable {
     }
 
     /// Checks the invariants tests rely on; returns what is wrong, or nothing.
-    public func _invariantViolations() -> [String] {
+    package func invariantViolations() -> [String] {
         var problems: [String] = []
         let highest = fields.values.map(\.version).reduce(existence.version, max)
         if highest != version { problems.append("version \(version) is not the highest version \(highest)") }

@@ -15,17 +15,15 @@ public struct ServiceConfiguration: Sendable {
     public var log: @Sendable (String) -> Void
     /// Called after a push commits, before its answer is sent. For tests: a hook that throws makes
     /// the answer a 500, as if the connection broke after the commit.
-    public var afterPushCommit: (@Sendable (PushRequest) throws -> Void)?
+    @_spi(Testing) public var afterPushCommit: (@Sendable (PushRequest) throws -> Void)?
 
     /// A configuration; tombstones are kept 30 days by default.
     public init(limits: WireLimits = WireLimits(), tombstoneRetention: TimeInterval = 30 * 24 * 3600,
-                clock: @escaping @Sendable () -> Date = { Date() }, log: @escaping @Sendable (String) -> Void = { _ in },
-                afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) {
+                clock: @escaping @Sendable () -> Date = { Date() }, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.limits = limits
         self.tombstoneRetention = tombstoneRetention
         self.clock = clock
         self.log = log
-        self.afterPushCommit = afterPushCommit
     }
 }
 

@@ -70,7 +70,7 @@ struct FixtureCase {
         }
         change = change.droppingUnobservedRemoves(confirmed: snapshot)
         let result = try strategy.apply(change, to: server, version: server.version.next)
-        #expect(result.state._invariantViolations() == [])
+        #expect(result.state.invariantViolations() == [])
 
         let expected = fixture[try FieldPath("expected")] ?? .null
         let expectedDocument = expected[try FieldPath("document")]

@@ -39,7 +39,7 @@ import Testing
             if a.merging(b) != b.merging(a) { return "a ⊔ b != b ⊔ a" }
             if a.merging(b).merging(c) != a.merging(b.merging(c)) { return "(a ⊔ b) ⊔ c != a ⊔ (b ⊔ c)" }
             if a.merging(a) != a { return "a ⊔ a != a" }
-            let violations = a.merging(b)._invariantViolations()
+            let violations = a.merging(b).invariantViolations()
             return violations.isEmpty ? nil : "invariants: \(violations)"
         })
     }
@@ -71,7 +71,7 @@ import Testing
                 if replica != input.history.final {
                     return "replica \(index) ended \(replica.shownContent), the server has \(input.history.final.shownContent)"
                 }
-                if !replica._invariantViolations().isEmpty { return "replica \(index): \(replica._invariantViolations())" }
+                if !replica.invariantViolations().isEmpty { return "replica \(index): \(replica.invariantViolations())" }
             }
             return nil
         })

@@ -1,5 +1,5 @@
 import AbrovaCore
-@testable import AbrovaServer
+@_spi(Testing) @testable import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
@@ -27,8 +27,9 @@ final class ServiceFixture: Sendable {
          afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
         test = try TestStore(kind)
         let clock = now
-        service = try SyncService(store: test.store, rules: rules, configuration: ServiceConfiguration(
-            limits: limits, tombstoneRetention: retention, clock: { clock.value }, afterPushCommit: afterPushCommit))
+        var configuration = ServiceConfiguration(limits: limits, tombstoneRetention: retention, clock: { clock.value })
+        configuration.afterPushCommit = afterPushCommit
+        service = try SyncService(store: test.store, rules: rules, configuration: configuration)
     }
 
     func advance(by seconds: TimeInterval) { now.update { $0 += seconds } }

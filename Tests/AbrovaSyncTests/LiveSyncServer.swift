@@ -1,6 +1,6 @@
 import AbrovaCore
 import AbrovaHTTP
-import AbrovaServer
+@_spi(Testing) import AbrovaServer
 import AbrovaSync
 import AbrovaTestSupport
 import AbrovaWire
@@ -105,8 +105,9 @@ final class LiveSyncServer: Sendable {
         let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
         self.now = now
         let store = try store ?? SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
-        service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
-            limits: limits, tombstoneRetention: tombstoneRetention, clock: { now.value }, afterPushCommit: afterPushCommit))
+        var configuration = ServiceConfiguration(limits: limits, tombstoneRetention: tombstoneRetention, clock: { now.value })
+        configuration.afterPushCommit = afterPushCommit
+        service = try SyncService(store: store, rules: rules, configuration: configuration)
         let authenticator = ConfiguredAuthenticator(apiKeys: [Self.apiKey], tokens: Self.tokens)
         let handler = SyncHTTPHandler(service: service, authenticator: authenticator, limits: bodyLimits)
         let recorded = recorded

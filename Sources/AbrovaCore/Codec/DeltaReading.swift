@@ -10,7 +10,7 @@
 
 extension DocumentDelta {
     /// What `read(from:)` found in a well-formed JSON value.
-    public enum ReadOutcome: Hashable, Sendable {
+    package enum ReadOutcome: Hashable, Sendable {
         /// The delta.
         case delta(DocumentDelta)
         /// The value is not a JSON object.
@@ -33,7 +33,7 @@ extension DocumentDelta {
     ///
     /// - Returns: the delta, or why the value (well-formed JSON, read whole) is not one.
     /// - Throws: `ValueError` when the JSON itself is malformed, as `JSONReader.readValue()` would.
-    public static func read(from reader: inout JSONReader) throws(ValueError) -> ReadOutcome {
+    package static func read(from reader: inout JSONReader) throws(ValueError) -> ReadOutcome {
         guard try reader.beginObject() else {
             _ = try reader.readValue()
             return .notAnObject

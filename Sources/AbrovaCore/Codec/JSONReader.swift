@@ -19,7 +19,7 @@
 /// `false`, reading one value each time it returns `true`. Duplicate keys are for the caller to
 /// find (it knows which keys it has seen): it throws `makeDuplicateKeyError()` after reading the
 /// repeated key's value, as `Value(json:)` does.
-public struct JSONReader {
+package struct JSONReader {
     private let bytes: [UInt8]
     private let maximumDepth: Int
     private var index = 0
@@ -35,7 +35,7 @@ public struct JSONReader {
     /// A reader at the start of `bytes`.
     ///
     /// - Parameter maximumDepth: the deepest nesting accepted (a value at the top is level 0).
-    public init(bytes: [UInt8], maximumDepth: Int = ValueLimits.maximumDepth) {
+    package init(bytes: [UInt8], maximumDepth: Int = ValueLimits.maximumDepth) {
         self.bytes = bytes
         self.maximumDepth = maximumDepth
     }
@@ -46,7 +46,7 @@ public struct JSONReader {
     /// Otherwise reads nothing and returns `false` (the value is still there for `readValue()`).
     ///
     /// - Throws: `ValueError` (`tooDeep`) when the object would be nested deeper than the limit.
-    public mutating func beginObject() throws(ValueError) -> Bool {
+    package mutating func beginObject() throws(ValueError) -> Bool {
         try beginContainer(UInt8(ascii: "{"))
     }
 
@@ -55,7 +55,7 @@ public struct JSONReader {
     ///
     /// - Throws: `ValueError` (`malformedJSON`, `invalidUTF8`) for a missing `,` `:` or `}`, a key
     ///   that is not a string, or the end of the text.
-    public mutating func nextKey() throws(ValueError) -> String? {
+    package mutating func nextKey() throws(ValueError) -> String? {
         if isAtContainerStart {
             isAtContainerStart = false
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
@@ -89,7 +89,7 @@ public struct JSONReader {
     /// Otherwise reads nothing and returns `false` (the value is still there for `readValue()`).
     ///
     /// - Throws: `ValueError` (`tooDeep`) when the array would be nested deeper than the limit.
-    public mutating func beginArray() throws(ValueError) -> Bool {
+    package mutating func beginArray() throws(ValueError) -> Bool {
         try beginContainer(UInt8(ascii: "["))
     }
 
@@ -97,7 +97,7 @@ public struct JSONReader {
     /// be read next; `false` after the closing `]`.
     ///
     /// - Throws: `ValueError` (`malformedJSON`) for a missing `,` or `]`, or the end of the text.
-    public mutating func nextElement() throws(ValueError) -> Bool {
+    package mutating func nextElement() throws(ValueError) -> Bool {
         if isAtContainerStart {
             isAtContainerStart = false
             if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
@@ -121,14 +121,14 @@ public struct JSONReader {
 
     /// The error for a key the object being read already had, naming the key's path. Throw it after
     /// reading the repeated key's value.
-    public func makeDuplicateKeyError() -> ValueError {
+    package func makeDuplicateKeyError() -> ValueError {
         ValueError(.malformedJSON, field: path, detail: "duplicate key")
     }
 
     /// Checks that nothing but whitespace follows the value read.
     ///
     /// - Throws: `ValueError` (`malformedJSON`) for anything else.
-    public mutating func finish() throws(ValueError) {
+    package mutating func finish() throws(ValueError) {
         skipWhitespace()
         guard index == bytes.count else { throw malformed("trailing characters") }
     }
@@ -158,7 +158,7 @@ public struct JSONReader {
     ///
     /// - Throws: `ValueError` for malformed JSON, invalid UTF-8, lone surrogates, numbers that do
     ///   not fit a double, nesting deeper than the limit and duplicate keys.
-    public mutating func readValue() throws(ValueError) -> Value {
+    package mutating func readValue() throws(ValueError) -> Value {
         skipWhitespace()
         guard index < bytes.count else { throw malformed("unexpected end") }
         switch bytes[index] {
@@ -189,7 +189,7 @@ public struct JSONReader {
     /// (duplicate keys included): for parts a decoder does not need.
     ///
     /// - Throws: `ValueError` as `readValue()` does.
-    public mutating func skipValue() throws(ValueError) {
+    package mutating func skipValue() throws(ValueError) {
         skipWhitespace()
         guard index < bytes.count else { throw malformed("unexpected end") }
         switch bytes[index] {
@@ -428,16 +428,16 @@ public struct JSONReader {
 extension JSONReader {
     /// The keys of one object that its decoder does not know: kept to find one that is repeated
     /// (keys compare as Swift strings, as a `Value` map's keys do) and to name the smallest.
-    public struct UnknownKeys: Sendable {
+    package struct UnknownKeys: Sendable {
         /// The smallest unknown key in Swift's string order, or `nil` when there is none.
-        public private(set) var first: String?
+        package private(set) var first: String?
         private var keys: Set<String> = []
 
         /// No keys.
-        public init() {}
+        package init() {}
 
         /// Adds `key`; `false` when it was there already (a duplicate key).
-        public mutating func insert(_ key: String) -> Bool {
+        package mutating func insert(_ key: String) -> Bool {
             guard keys.insert(key).inserted else { return false }
             if first.map({ key < $0 }) ?? true { first = key }
             return true

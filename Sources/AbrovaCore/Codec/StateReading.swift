@@ -24,7 +24,7 @@ extension DocumentState {
     /// Reads a state's compact form at the reader's position, in one pass. `nil` when the value is
     /// anything but a well-formed state in the writer's shape (the reader is then left anywhere in
     /// it): the caller reads the bytes again with the tree decoder, which names the problem.
-    public static func readEncoded(from reader: inout JSONReader) -> DocumentState? {
+    package static func readEncoded(from reader: inout JSONReader) -> DocumentState? {
         do {
             guard try reader.beginObject() else { return nil }
             var existence: Existence?
