@@ -11,7 +11,7 @@
 ///
 /// Contiguous inputs (`[UInt8]`, `ArraySlice<UInt8>`, `UnsafeRawBufferPointer`, `Data`, native
 /// `String.UTF8View`) are hashed in place; other sequences are copied through a small stack buffer.
-public struct SHA256: Sendable {
+package struct SHA256: Sendable {
     /// The chaining value H(i) of FIPS 180-4, section 6.2.
     private var state: State
     /// Bytes that don't yet fill a 64-byte block, kept in a tuple so a hasher needs no heap storage.
@@ -21,7 +21,7 @@ public struct SHA256: Sendable {
     private var byteCount: UInt64
 
     /// Creates a hasher with the initial hash value of FIPS 180-4, section 5.3.3.
-    public init() {
+    package init() {
         state = State(a: 0x6a09_e667, b: 0xbb67_ae85, c: 0x3c6e_f372, d: 0xa54f_f53a,
                       e: 0x510e_527f, f: 0x9b05_688c, g: 0x1f83_d9ab, h: 0x5be0_cd19)
         pending = (0, 0, 0, 0, 0, 0, 0, 0)
@@ -35,7 +35,7 @@ public struct SHA256: Sendable {
     // Inlinable so callers in other modules specialize it; unspecialized, a non-contiguous
     // sequence is read through witness tables one byte at a time, about 25 times slower.
     @inlinable
-    public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+    package mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         let wasContiguous: Void? = bytes.withContiguousStorageIfAvailable { buffer in
             update(contiguous: UnsafeRawBufferPointer(buffer))
         }
@@ -55,7 +55,7 @@ public struct SHA256: Sendable {
     }
 
     /// Pads the message and returns its 32-byte digest.
-    public consuming func finalize() -> [UInt8] {
+    package consuming func finalize() -> [UInt8] {
         let bitLength = byteCount &* 8
         // 0x80, then zeros up to 56 bytes into a block, then the length: one or two blocks.
         let used = pendingCount
@@ -82,7 +82,7 @@ public struct SHA256: Sendable {
     /// let digest = SHA256.hash(Array("abc".utf8))
     /// ```
     @inlinable
-    public static func hash<Bytes: Sequence>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+    package static func hash<Bytes: Sequence>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
         var hasher = SHA256()
         hasher.update(bytes)
         return hasher.finalize()
@@ -203,12 +203,12 @@ extension UInt32 {
 /// let tag = HMACSHA256.authenticationCode(for: Array(cursor.utf8), key: secret)
 /// guard HMACSHA256.isEqual(tag, presentedTag) else { return nil }
 /// ```
-public enum HMACSHA256 {
+package enum HMACSHA256 {
     /// Returns the 32-byte HMAC-SHA256 of `message` under `key`.
     ///
     /// Keys longer than the 64-byte block are hashed first, as RFC 2104 specifies.
     @inlinable
-    public static func authenticationCode(for message: some Sequence<UInt8>, key: some Sequence<UInt8>) -> [UInt8] {
+    package static func authenticationCode(for message: some Sequence<UInt8>, key: some Sequence<UInt8>) -> [UInt8] {
         var blockKey = Array(key)
         if blockKey.count > 64 {
             blockKey = SHA256.hash(blockKey)
@@ -226,7 +226,7 @@ public enum HMACSHA256 {
     /// Compares two codes in time that does not depend on where they differ.
     ///
     /// Codes of different lengths are unequal at once: the length of a code is not secret.
-    public static func isEqual(_ left: [UInt8], _ right: [UInt8]) -> Bool {
+    package static func isEqual(_ left: [UInt8], _ right: [UInt8]) -> Bool {
         guard left.count == right.count else { return false }
         var difference: UInt8 = 0
         for index in left.indices {
