@@ -32,9 +32,12 @@ extension AbrovaSync {
 
 // MARK: Callbacks
 
+// Every setter is synchronous: it only stores what it is given, and the seed's sample calls
+// `addSyncListener(_:)` without `await`, from code that need not be async.
+
 extension AbrovaSync {
     /// Sets the one sync-state callback (a second call replaces the first).
-    public func onSyncState(_ callback: @escaping @Sendable (SyncState) -> Void) async {
+    public func onSyncState(_ callback: @escaping @Sendable (SyncState) -> Void) {
         events.updateCallbacks { $0.onSyncState = callback }
     }
     /// Sets the one pending-count callback (a second call replaces the first).
@@ -42,7 +45,7 @@ extension AbrovaSync {
         events.updateCallbacks { $0.onPendingCount = callback }
     }
     /// Sets the one rejection callback (a second call replaces the first).
-    public func onDocumentRejected(_ callback: @escaping @Sendable (String, OperationType, AbrovaSyncError) -> Void) async {
+    public func onDocumentRejected(_ callback: @escaping @Sendable (String, OperationType, AbrovaSyncError) -> Void) {
         events.updateCallbacks { $0.onDocumentRejected = callback }
     }
 }
@@ -68,9 +71,9 @@ struct SyncCallbacks: Sendable {
 
 extension AbrovaSync {
     /// Adds a listener (held weakly: keep a reference).
-    public func addSyncListener(_ listener: any SyncEngine.SyncListener) async { events.addListener(listener) }
+    public func addSyncListener(_ listener: any SyncEngine.SyncListener) { events.addListener(listener) }
     /// Removes a listener.
-    public func removeSyncListener(_ listener: any SyncEngine.SyncListener) async { events.removeListener(listener) }
+    public func removeSyncListener(_ listener: any SyncEngine.SyncListener) { events.removeListener(listener) }
 }
 
 extension SyncEngine.SyncListener {
