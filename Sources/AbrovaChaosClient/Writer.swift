@@ -52,7 +52,7 @@ struct Writer {
     /// Writes forever (paced), going offline now and then on purpose.
     mutating func run() async throws -> Never {
         let listener = ConflictLogger(log: log)
-        await sync.addSyncListener(listener)
+        sync.addSyncListener(listener)
         let log = log
         let rejections = sync.documentRejections
         Task {

@@ -35,7 +35,7 @@ do {
         guard await syncUntilQuiet(sync, within: 60) else { throw ClientFailure("the shared documents were not sent") }
     case "settle":
         let listener = ConflictLogger(log: log)
-        await sync.addSyncListener(listener)
+        sync.addSyncListener(listener)
         let quiet = await syncUntilQuiet(sync, within: 60)
         _ = await syncUntilQuiet(sync, within: 10)  // a second run: pulls what came meanwhile
         try Data(try await dump(sync).utf8).write(to: URL(fileURLWithPath: options.dumpPath))

@@ -98,7 +98,7 @@ struct DemoDevice: Sendable {
             return false
         }
         try await waitUntil("\(name) finishes its first sync", within: limit) { sync.syncState == .idle }
-        await sync.addSyncListener(events)
+        sync.addSyncListener(events)
     }
 
     /// Waits until a sync run has completed after `runs` had, and nothing is left to send.

@@ -28,15 +28,13 @@ public final class AbrovaSync: Sendable {
     /// The user of the store at `configuration.storePath`, once known: switching back to them
     /// opens that file again.
     private let configuredOwner = Guarded<String??>(nil)
-    /// The streams, listeners and callbacks, kept across users.
-    let outputs = SyncOutputs()
+    /// What the instance tells the app (streams, callbacks, listeners), kept across users.
+    let events = SyncEvents()
     /// This instance, weakly, for the engines it makes (set once it is initialized).
     private let reference = Guarded(InstanceReference())
     private let transport: any SyncTransport
     private let token: Guarded<String?>
     private let pendingCounter: Task<Void, Never>
-    private let pendingCounts = Broadcaster<Int>()
-    private let onPendingCountCallback = Guarded<(@Sendable (Int) -> Void)?>(nil)
     /// The foreground and the network path, as engine events.
     private let platformSignals: PlatformSignals
 
@@ -84,16 +82,13 @@ public final class AbrovaSync: Sendable {
         // A configured user is named; without one the store's user is whoever it belongs to.
         let named: String?? = config.userId.map { .some($0) } ?? nil
         let store = try Self.openStore(for: named, configuration: config, configuredOwner: configuredOwner)
-        let first = UserSession(store: store, engine: Self.makeEngine(store, transport, config, outputs, instance: reference))
+        let first = UserSession(store: store, engine: Self.makeEngine(store, transport, config, events, instance: reference))
         current = Guarded(first)
         sessions = Broadcaster(initial: first)
         // The pending count follows the current store's count of unsent writes, live and exact.
-        let counts = pendingCounts
-        let callback = onPendingCountCallback
-        pendingCounter = Task { [current, sessions] in
+        pendingCounter = Task { [current, sessions, events] in
             for await count in await Self.following(current, sessions, { await $0.unsentWriteCounts() }) {
-                counts.send(count)
-                callback.value?(count)
+                events.emit(.pendingCount(count))
             }
         }
         platformSignals = PlatformSignals { [weak current] in current?.value.engine }
@@ -130,8 +125,8 @@ public final class AbrovaSync: Sendable {
     }
 
     private static func makeEngine(_ store: LocalStore, _ transport: any SyncTransport, _ configuration: AbrovaSyncConfig,
-                                   _ outputs: SyncOutputs, instance: Guarded<InstanceReference>) -> SyncRunner {
-        SyncRunner(store: store, transport: transport, configuration: configuration, outputs: outputs,
+                                   _ events: SyncEvents, instance: Guarded<InstanceReference>) -> SyncRunner {
+        SyncRunner(store: store, transport: transport, configuration: configuration, events: events,
                    tokenOfAnotherUser: { user in try? await instance.value.value?.switchUser(to: user) })
     }
 
@@ -180,8 +175,7 @@ public final class AbrovaSync: Sendable {
         sessions.send(nil)
         await session.engine.close()
         pendingCounter.cancel()
-        pendingCounts.finish()
-        outputs.finish()
+        events.finish()
         await session.store.close()
     }
 
@@ -230,7 +224,7 @@ public final class AbrovaSync: Sendable {
         }
         if old.store.path == configuration.storePath { configuredOwner.value = owner }
         let store = try Self.openStore(for: .some(user), configuration: configuration, configuredOwner: configuredOwner)
-        let session = UserSession(store: store, engine: Self.makeEngine(store, transport, configuration, outputs, instance: reference))
+        let session = UserSession(store: store, engine: Self.makeEngine(store, transport, configuration, events, instance: reference))
         // The old engine's last requests go out with the old token; the new engine's first with
         // the new one.
         await old.engine.close()
@@ -294,41 +288,8 @@ public final class AbrovaSync: Sendable {
     /// The error that stopped sync, while the state is `.error`.
     public var lastError: AbrovaSyncError? { get async { await engine.lastError } }
 
-    // MARK: Streams and callbacks
-
-    /// The sync state now and at every change; any number may listen.
-    public var syncStateChanges: AsyncStream<SyncState> { outputs.syncStates.subscribe() }
-    /// The number of writes waiting to be sent, now and at every change.
-    public var pendingCountChanges: AsyncStream<Int> { pendingCounts.subscribe() }
-    /// The connection state now and at every change.
-    public var connectionStateChanges: AsyncStream<ConnectionState> { outputs.connectionStates.subscribe() }
-    /// Queued writes the server refused when they were sent, from the moment of subscribing.
-    public var documentRejections: AsyncStream<DocumentRejection> { outputs.rejections.subscribe() }
-    /// Every conflict the server settled (or, under `manual`, left to the resolver), with the
-    /// fields, both values and the outcome, from the moment of subscribing: what
-    /// `SyncListener.onConflictDetected` hears, for any number of subscribers.
-    public var conflicts: AsyncStream<ConflictInfo> { outputs.conflicts.subscribe() }
-    /// The progress of sync runs: after each batch sent and each page pulled.
-    public var syncProgressChanges: AsyncStream<SyncProgress> { outputs.progress.subscribe() }
-
-    /// The sync state now.
-    public var syncState: SyncState { outputs.syncStates.latest ?? .idle }
     /// The number of writes waiting to be sent now.
     public var pendingCount: Int { get async { await store.unsentWriteCount } }
-
-    /// Sets the one sync-state callback (a second call replaces the first).
-    public func onSyncState(_ callback: @escaping @Sendable (SyncState) -> Void) async { outputs.onSyncState.value = callback }
-    /// Sets the one pending-count callback (a second call replaces the first).
-    public func onPendingCount(_ callback: @escaping @Sendable (Int) -> Void) { onPendingCountCallback.value = callback }
-    /// Sets the one rejection callback (a second call replaces the first).
-    public func onDocumentRejected(_ callback: @escaping @Sendable (String, OperationType, AbrovaSyncError) -> Void) async {
-        outputs.onDocumentRejected.value = callback
-    }
-
-    /// Adds a listener (held weakly: keep a reference).
-    public func addSyncListener(_ listener: any SyncEngine.SyncListener) async { outputs.addListener(listener) }
-    /// Removes a listener.
-    public func removeSyncListener(_ listener: any SyncEngine.SyncListener) async { outputs.removeListener(listener) }
 
     // MARK: The seed's table
 

@@ -2,8 +2,7 @@ import Foundation
 import Synchronization
 
 /// Sends each value to every subscriber's `AsyncStream`; any number may subscribe, and ending one
-/// affects no other. For states, a new subscriber first gets the latest value, so a screen opened
-/// late still shows the current state; events (rejections) are not replayed.
+/// affects no other. A new subscriber first gets the latest value (the instance's current session).
 final class Broadcaster<Element: Sendable>: Sendable {
     private struct State {
         var subscribers: [UUID: AsyncStream<Element>.Continuation] = [:]
@@ -11,15 +10,10 @@ final class Broadcaster<Element: Sendable>: Sendable {
     }
 
     private let state: Mutex<State>
-    private let replaysLatest: Bool
 
-    init(initial: Element? = nil, replaysLatest: Bool = true) {
+    init(initial: Element? = nil) {
         state = Mutex(State(latest: initial))
-        self.replaysLatest = replaysLatest
     }
-
-    /// The latest value sent, if any.
-    var latest: Element? { state.withLock { $0.latest } }
 
     /// A stream of the latest value (when there is one) and every value sent from now on.
     func subscribe() -> AsyncStream<Element> {
@@ -29,7 +23,7 @@ final class Broadcaster<Element: Sendable>: Sendable {
             state.subscribers[id] = continuation
             return state.latest
         }
-        if replaysLatest, let latest { continuation.yield(latest) }
+        if let latest { continuation.yield(latest) }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }

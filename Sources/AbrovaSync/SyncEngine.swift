@@ -114,14 +114,9 @@ actor SyncRunner {
     let transport: any SyncTransport
     let configuration: AbrovaSyncConfig
 
-    /// The streams, listeners and callbacks of the instance, which outlive this engine when the
-    /// instance switches users.
-    let outputs: SyncOutputs
-    var syncStates: Broadcaster<SyncState> { outputs.syncStates }
-    var connectionStates: Broadcaster<ConnectionState> { outputs.connectionStates }
-    var rejections: Broadcaster<DocumentRejection> { outputs.rejections }
-    var conflicts: Broadcaster<ConflictInfo> { outputs.conflicts }
-    var progress: Broadcaster<SyncProgress> { outputs.progress }
+    /// What the instance tells the app, which outlives this engine when the instance switches
+    /// users.
+    let events: SyncEvents
     private var runProgress = SyncProgress()
     /// Whether the server must say whose the token is before this store's queue is sent under it:
     /// at the start, and after every new token.
@@ -156,12 +151,12 @@ actor SyncRunner {
     /// How many runs started, for tests of single-flight.
     private(set) var runsStarted = 0
 
-    init(store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig, outputs: SyncOutputs = SyncOutputs(),
+    init(store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig, events: SyncEvents = SyncEvents(),
          tokenOfAnotherUser: @escaping @Sendable (String?) async -> Void = { _ in }) {
         self.store = store
         self.transport = transport
         self.configuration = configuration
-        self.outputs = outputs
+        self.events = events
         self.tokenOfAnotherUser = tokenOfAnotherUser
         decisions = SyncDecisions(syncOnReconnect: configuration.syncOnReconnect)
     }
@@ -174,15 +169,12 @@ actor SyncRunner {
     /// Whether requests should go to the server now.
     var isOnline: Bool { decisions.isOnline }
 
-    /// Feeds an event to the decisions, publishes the states they changed and carries out their
-    /// actions.
+    /// Feeds an event to the decisions, publishes their states (the hub tells only those that
+    /// changed) and carries out their actions.
     private func handle(_ event: SyncDecisions.Event) {
         let actions = decisions.handle(event)
-        if connectionStates.latest != decisions.connection { connectionStates.send(decisions.connection) }
-        if syncStates.latest != decisions.syncState {
-            syncStates.send(decisions.syncState)
-            outputs.onSyncState.value?(decisions.syncState)
-        }
+        events.emit(.connectionState(decisions.connection))
+        events.emit(.syncState(decisions.syncState))
         for action in actions {
             switch action {
             case .sync: Task { await self.sync() }
@@ -202,12 +194,6 @@ actor SyncRunner {
                 startProbing(checkingFirst: true)
             }
         }
-    }
-
-    // MARK: Listeners
-
-    private func eachListener(_ body: (any SyncEngine.SyncListener) -> Void) {
-        for listener in outputs.liveListeners() { body(listener) }
     }
 
     // MARK: Runs
@@ -271,7 +257,7 @@ actor SyncRunner {
         current?.phase = .working
         runProgress = SyncProgress()
         handle(.runStarted)
-        eachListener { $0.onSyncStarted() }
+        events.emit(.syncStarted)
         var result = RunResult()
         var syncedCount = 0
         do {
@@ -296,7 +282,7 @@ actor SyncRunner {
         case .completed:
             lastError = nil
             handle(.runEnded(.completed))
-            eachListener { $0.onSyncCompleted(syncedCount: syncedCount) }
+            events.emit(.syncCompleted(syncedCount: syncedCount))
         case .unreachable:
             handle(.runEnded(.unreachable))
         case .unauthorized, .failed, .anotherUser:
@@ -410,7 +396,7 @@ actor SyncRunner {
     private func settle(_ batch: Batch, rows: [Int64], answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int) async throws {
         let report = try await store.settle(batch: batch.sequence, results: answer)
         runProgress.pushedChanges += batch.changes.count
-        progress.send(runProgress)
+        events.emit(.progress(runProgress))
         var newestRejections: [DocumentKey: (reason: Refusal.Reason, message: String)] = [:]
         for (change, outcome) in zip(batch.changes, answer) {
             guard case .rejected(let reason, let message) = outcome else {
@@ -426,20 +412,17 @@ actor SyncRunner {
             guard case .applied = outcome else { continue }
             syncedCount += 1
             let operation = OperationType(change.delta)
-            eachListener { $0.onDocumentSynced(documentId: change.key.id, operation: operation) }
+            events.emit(.documentSynced(documentId: change.key.id, operation: operation))
         }
         for rejection in report.rejections {
             let error = AbrovaSyncError(.refused, reason: rejection.reason, message: rejection.message)
-            rejections.send(DocumentRejection(documentId: rejection.key.id, collection: rejection.key.collection,
-                                              operation: rejection.operation, error: error))
-            outputs.onDocumentRejected.value?(rejection.key.id, rejection.operation, error)
-            eachListener { $0.onDocumentRejected(documentId: rejection.key.id, operation: rejection.operation, error: error) }
+            events.emit(.documentRejected(DocumentRejection(documentId: rejection.key.id, collection: rejection.key.collection,
+                                                            operation: rejection.operation, error: error)))
         }
         for (key, conflicts) in report.conflicts.sorted(by: { $0.key < $1.key }) {
             let server = try await store.document(key).data?.mapValue
             let info = ConflictInfo(documentId: key.id, collection: key.collection, local: nil, server: server, conflicts: conflicts)
-            self.conflicts.send(info)
-            eachListener { $0.onConflictDetected(conflict: info) }
+            events.emit(.conflictDetected(info))
         }
         // The store keeps each conflict left to the resolver, with the device's document as the
         // app had it, until the resolution is written.
@@ -448,8 +431,7 @@ actor SyncRunner {
             let server = try await store.document(key).data?.mapValue
             let info = ConflictInfo(documentId: key.id, collection: key.collection, local: kept[key]?.local?.mapValue, server: server,
                                     conflicts: conflicts)
-            self.conflicts.send(info)
-            eachListener { $0.onConflictDetected(conflict: info) }
+            events.emit(.conflictDetected(info))
         }
         if !report.unresolved.isEmpty { try await resolveKeptConflicts() }
     }
@@ -530,7 +512,7 @@ actor SyncRunner {
             try await store.applyPulledPage(page.documents.map { (key: $0.key, state: $0.state) }, cursor: page.cursor)
             runProgress.pulledDocuments += page.documents.count
             runProgress.isPulling = page.hasMore
-            progress.send(runProgress)
+            events.emit(.progress(runProgress))
             if !page.hasMore {
                 try await store.endOfPull()
                 return
@@ -625,13 +607,13 @@ actor SyncRunner {
         let error = AbrovaSyncError(.unauthorized, reason: .unauthenticated, message: message)
         lastError = error
         handle(.runEnded(.unauthorized))
-        eachListener { $0.onSyncFailed(error: error) }
+        events.emit(.syncFailed(error))
     }
 
     private func fail(_ error: AbrovaSyncError) {
         lastError = error
         handle(.runEnded(.failed))
-        eachListener { $0.onSyncFailed(error: error) }
+        events.emit(.syncFailed(error))
     }
 
     /// The app went offline on purpose: writes queue until `reconnect()`.

@@ -43,9 +43,17 @@ import Testing
         }
     }
 
-    static func listening() async {
-        let rejectedWrites = RejectedWrites()
-        await AbrovaSync.shared.addSyncListener(rejectedWrites)
+    /// The seed's iOS sample and the DocC article's "Hear what sync did": the setters are called
+    /// without `await`, from code that need not be async.
+    static func listening() {
+        let rejectedWrites = RejectedWrites() // keep a reference
+        AbrovaSync.shared.addSyncListener(rejectedWrites)
+        AbrovaSync.shared.onDocumentRejected { documentId, operation, error in
+            print("\(operation) of \(documentId) refused (\(error.statusCode ?? 0))")
+        }
+        AbrovaSync.shared.onPendingCount { count in print("\(count) waiting") }
+        AbrovaSync.shared.onSyncState { state in print(state) }
+        AbrovaSync.shared.removeSyncListener(rejectedWrites)
     }
 
     @Test func theExamplesConfigurationsBuildAndARefusedOneSaysWhy() throws {

@@ -184,7 +184,7 @@ import Testing
         let stream = device.sync.documentRejections
         let collector = Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }
         let listener = RecordingListener()
-        await device.sync.addSyncListener(listener)
+        device.sync.addSyncListener(listener)
         let orders = device.sync.collection("orders")
         try await orders.document("updated").setData(["n": 1])
         try await orders.document("deleted").setData(["n": 1])

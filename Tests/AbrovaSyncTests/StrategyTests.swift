@@ -29,7 +29,7 @@ import Testing
             }
         }
         let listener = RecordingListener()
-        await ben.sync.addSyncListener(listener)
+        ben.sync.addSyncListener(listener)
         let streamed = Locked<[ConflictInfo]>([])
         let conflictStream = ben.sync.conflicts
         let collecting = Task { for await conflict in conflictStream { streamed.update { $0.append(conflict) } } }

@@ -1,0 +1,166 @@
+import Observation
+
+// What each channel hears of the events `SyncEvents` fans out: the streams, the one-callback
+// setters, the `SyncListener`s, the observable status and Combine. Each is a thin adapter over the
+// hub; none is fed by hand.
+
+// MARK: Streams
+
+extension AbrovaSync {
+    /// The sync state now and at every change; any number may listen.
+    public var syncStateChanges: AsyncStream<SyncState> { events.stream { if case .syncState(let state) = $0 { state } else { nil } } }
+    /// The number of writes waiting to be sent, now and at every change.
+    public var pendingCountChanges: AsyncStream<Int> { events.stream { if case .pendingCount(let count) = $0 { count } else { nil } } }
+    /// The connection state now and at every change.
+    public var connectionStateChanges: AsyncStream<ConnectionState> {
+        events.stream { if case .connectionState(let state) = $0 { state } else { nil } }
+    }
+    /// Queued writes the server refused when they were sent, from the moment of subscribing.
+    public var documentRejections: AsyncStream<DocumentRejection> {
+        events.stream { if case .documentRejected(let rejection) = $0 { rejection } else { nil } }
+    }
+    /// Every conflict the server settled (or, under `manual`, left to the resolver), with the
+    /// fields, both values and the outcome, from the moment of subscribing: what
+    /// `SyncListener.onConflictDetected` hears, for any number of subscribers.
+    public var conflicts: AsyncStream<ConflictInfo> { events.stream { if case .conflictDetected(let info) = $0 { info } else { nil } } }
+    /// The progress of sync runs: after each batch sent and each page pulled.
+    public var syncProgressChanges: AsyncStream<SyncProgress> { events.stream { if case .progress(let step) = $0 { step } else { nil } } }
+
+    /// The sync state now.
+    public var syncState: SyncState { events.syncState }
+}
+
+// MARK: Callbacks
+
+// Every setter is synchronous: it only stores what it is given, and the seed's sample calls
+// `addSyncListener(_:)` without `await`, from code that need not be async.
+
+extension AbrovaSync {
+    /// Sets the one sync-state callback (a second call replaces the first).
+    public func onSyncState(_ callback: @escaping @Sendable (SyncState) -> Void) {
+        events.updateCallbacks { $0.onSyncState = callback }
+    }
+    /// Sets the one pending-count callback (a second call replaces the first).
+    public func onPendingCount(_ callback: @escaping @Sendable (Int) -> Void) {
+        events.updateCallbacks { $0.onPendingCount = callback }
+    }
+    /// Sets the one rejection callback (a second call replaces the first).
+    public func onDocumentRejected(_ callback: @escaping @Sendable (String, OperationType, AbrovaSyncError) -> Void) {
+        events.updateCallbacks { $0.onDocumentRejected = callback }
+    }
+}
+
+/// The seed's one-callback setters' callbacks, one each.
+struct SyncCallbacks: Sendable {
+    var onSyncState: (@Sendable (SyncState) -> Void)?
+    var onPendingCount: (@Sendable (Int) -> Void)?
+    var onDocumentRejected: (@Sendable (String, OperationType, AbrovaSyncError) -> Void)?
+
+    /// Calls the callback that hears `event`, if one is set.
+    func call(with event: SyncEvent) {
+        switch event {
+        case .syncState(let state): onSyncState?(state)
+        case .pendingCount(let count): onPendingCount?(count)
+        case .documentRejected(let rejection): onDocumentRejected?(rejection.documentId, rejection.operation, rejection.error)
+        case .connectionState, .progress, .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: break
+        }
+    }
+}
+
+// MARK: Listeners
+
+extension AbrovaSync {
+    /// Adds a listener (held weakly: keep a reference).
+    public func addSyncListener(_ listener: any SyncEngine.SyncListener) { events.addListener(listener) }
+    /// Removes a listener.
+    public func removeSyncListener(_ listener: any SyncEngine.SyncListener) { events.removeListener(listener) }
+}
+
+extension SyncEngine.SyncListener {
+    /// Calls the method that hears `event`, if there is one.
+    func hear(_ event: SyncEvent) {
+        switch event {
+        case .syncStarted: onSyncStarted()
+        case .syncCompleted(let syncedCount): onSyncCompleted(syncedCount: syncedCount)
+        case .syncFailed(let error): onSyncFailed(error: error)
+        case .conflictDetected(let conflict): onConflictDetected(conflict: conflict)
+        case .documentSynced(let documentId, let operation): onDocumentSynced(documentId: documentId, operation: operation)
+        case .documentRejected(let rejection):
+            onDocumentRejected(documentId: rejection.documentId, operation: rejection.operation, error: rejection.error)
+        case .syncState, .connectionState, .pendingCount, .progress: break
+        }
+    }
+}
+
+// MARK: Observable status
+
+/// The sync status for SwiftUI: an `@Observable` object on the main actor that follows the SDK's
+/// events, so a view that reads `syncState`, `pendingCount` or `progress` updates by itself.
+///
+///     @State private var status = AbrovaSync.shared.makeStatus()
+///     Text(status.pendingCount == 0 ? "All synced" : "\(status.pendingCount) waiting")
+@MainActor @Observable
+public final class SyncStatus {
+    /// The sync state.
+    public private(set) var syncState: SyncState = .idle
+    /// Writes waiting to be sent.
+    public private(set) var pendingCount = 0
+    /// The connection to the server.
+    public private(set) var connectionState: ConnectionState = .connecting
+    /// The latest queued write the server refused.
+    public private(set) var lastRejection: DocumentRejection?
+    /// How far the latest sync run has come: changes sent, documents pulled, whether more pages
+    /// wait (an initial sync's progress bar).
+    public private(set) var progress = SyncProgress()
+
+    @ObservationIgnored private var follower: Task<Void, Never>?
+
+    init(following events: SyncEvents) {
+        // Only what it shows crosses to the main actor (not every document synced).
+        let shown = events.stream { Self.shows($0) ? $0 : nil }
+        follower = Task { [weak self] in for await event in shown { self?.show(event) } }
+    }
+
+    isolated deinit {
+        follower?.cancel()
+    }
+
+    private nonisolated static func shows(_ event: SyncEvent) -> Bool {
+        switch event {
+        case .syncState, .pendingCount, .connectionState, .documentRejected, .progress: true
+        case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: false
+        }
+    }
+
+    private func show(_ event: SyncEvent) {
+        switch event {
+        case .syncState(let state): syncState = state
+        case .pendingCount(let count): pendingCount = count
+        case .connectionState(let state): connectionState = state
+        case .documentRejected(let rejection): lastRejection = rejection
+        case .progress(let step): progress = step
+        case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: break
+        }
+    }
+}
+
+extension AbrovaSync {
+    /// An observable status that follows this instance.
+    @MainActor public func makeStatus() -> SyncStatus { SyncStatus(following: events) }
+}
+
+// MARK: Combine
+
+#if canImport(Combine)
+import Combine
+
+extension AbrovaSync {
+    /// The sync state as a Combine publisher (the seed's `syncStatePublisher`).
+    public var syncStatePublisher: AnyPublisher<SyncState, Never>? {
+        let subject = CurrentValueSubject<SyncState, Never>(syncState)
+        let states = syncStateChanges
+        let task = Task { for await state in states { subject.send(state) } }
+        return subject.handleEvents(receiveCancel: { task.cancel() }).eraseToAnyPublisher()
+    }
+}
+#endif
