@@ -1,5 +1,5 @@
-@_exported import AbrovaCore
-@_exported import AbrovaStore
+import AbrovaCore
+import AbrovaStore
 import AbrovaWire
 import Foundation
 import Synchronization

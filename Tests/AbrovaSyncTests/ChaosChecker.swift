@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaHTTP
 import AbrovaSync
 import AbrovaTestSupport

@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaServer
 import AbrovaSync
 import AbrovaTestSupport

@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaServer
 @testable import AbrovaSync
 import AbrovaTestSupport

@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaPostgres
 import AbrovaServer
 import AbrovaSync
