@@ -19,38 +19,18 @@ public actor LocalStore {
     let database: Database
     /// This store's client id, created once with the store.
     public nonisolated let clientID: String
-    /// Documents read recently, with their confirmed state and view.
-    var cache: [DocumentKey: CachedDocument] = [:]
-    static let cacheLimit = 10_000
-    /// Documents with unsent changes: the view after the newest one, and how many app writes
-    /// they hold. Kept in memory (it is as large as the unsent work) so that reads need no scan.
-    var unsent: [DocumentKey: UnsentDocument] = [:]
-    /// The newest pending change: a write to the same document composes into it. A write to
-    /// another document in between starts a new change, so that changes keep the app's order.
-    var tail: PendingChange?
     /// The file.
     public nonisolated let path: String
     /// The store's user as it was opened (see `owner()`).
     public nonisolated let ownerAtOpen: String??
     /// Set by `close()`.
     var isClosed = false
-    /// Writes not yet confirmed by the server, in all documents.
-    public internal(set) var unsentWriteCount = 0
-    /// The batch in flight as frozen or last read, so that settling it need not decode its body
-    /// again; `nil` when there is none or it is not in memory (it is then read from `batch`).
-    var inflight: FrozenBatch?
-    /// Pending changes as a settle left them (decoded, rebased), by sequence, so that the next
-    /// settle and the freeze that sends them do not decode them again. An entry is always the
-    /// row's stored change: a write composing into the row, or the row leaving `pending`, drops it.
-    var decodedPending: [Int64: DocumentDelta] = [:]
+    /// What memory keeps of the tables; it changes only once a transaction has committed.
+    var memory = StoreMemory()
     var listeners = Listeners()
-    /// A resync is under way (`beginResync()`): pulled documents are ticked off `resync_unseen`.
-    var isResyncing = false
-    /// The number the next frozen batch takes (`meta.next_batch_sequence`, mirrored).
-    var nextBatch: Int64 = 1
-    /// Documents with a conflict the app's resolver has not decided yet (the `unresolved` table):
-    /// their unsent changes wait, so that the resolution goes before them.
-    var heldDocuments: Set<DocumentKey> = []
+
+    /// Writes not yet confirmed by the server, in all documents.
+    public var unsentWriteCount: Int { memory.unsentWriteCount }
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
     ///
@@ -65,18 +45,13 @@ public actor LocalStore {
             database = try Database(path: path, durability: durability, isExclusive: true)
             try Schema.migrate(database)
             clientID = try Self.loadOrCreateClientID(database)
-            let rows = try database.query("""
+            let unsentRows = try database.query("""
                 SELECT collection, id, writes, view, 0 AS kind, position AS ordering FROM inflight
                 UNION ALL SELECT collection, id, writes, view, 1, sequence FROM pending ORDER BY kind, ordering
-                """) { row in (DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), Int(row.integer(2)), row.text(3)) }
-            for (key, writes, view) in rows {
-                unsent[key] = UnsentDocument(viewJSON: view, writes: (unsent[key]?.writes ?? 0) + writes)
-                unsentWriteCount += writes
-            }
-            isResyncing = try database.queryFirst("SELECT value FROM meta WHERE key = 'resync'") { _ in true } ?? false
+                """) { row in UnsentRow(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), writes: Int(row.integer(2)), view: row.text(3)) }
+            let isResyncing = try database.queryFirst("SELECT value FROM meta WHERE key = 'resync'") { _ in true } ?? false
             let storedNextBatch: Int64?? = try database.queryFirst("SELECT value FROM meta WHERE key = 'next_batch_sequence'") { Int64($0.text(0) ?? "") }
-            nextBatch = (storedNextBatch ?? nil) ?? 1
-            heldDocuments = Set(try database.query("SELECT collection, id FROM unresolved") { row in
+            let heldDocuments = Set(try database.query("SELECT collection, id FROM unresolved") { row in
                 DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
             })
             var owner = try Self.readOwner(database)
@@ -85,11 +60,13 @@ public actor LocalStore {
                 owner = claimant
             }
             ownerAtOpen = owner
-            tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts, as_written, origin FROM pending ORDER BY sequence DESC LIMIT 1") { row in
+            let tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts, as_written, origin FROM pending ORDER BY sequence DESC LIMIT 1") { row in
                 PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
                               delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5),
                               isAsWritten: row.integer(6) != 0, origin: row.integer(7))
             }
+            memory = StoreMemory(unsentRows: unsentRows, tail: tail, nextBatch: (storedNextBatch ?? nil) ?? 1, heldDocuments: heldDocuments,
+                                 isResyncing: isResyncing)
         } catch let error as SQLiteError {
             throw StoreError(error)
         }
@@ -109,7 +86,7 @@ public actor LocalStore {
     public func close() {
         isClosed = true
         database.close()
-        decodedPending = [:]
+        memory.closed()
         for listener in listeners.all.values {
             switch listener {
             case .document(_, let continuation): continuation.finish()
@@ -213,8 +190,7 @@ public actor LocalStore {
         let view = document.view
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
-            if tail?.key == key, var tail, tail.isAsWritten == asWritten, tail.isSplittable, tail.writes < Self.maximumComposedWrites {
-                decodedPending[tail.sequence] = nil
+            if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, tail.writes < Self.maximumComposedWrites {
                 tail.parts = PendingChange.appending(Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))
                 tail.delta.compose(with: delta)
                 tail.writes += 1
@@ -230,11 +206,8 @@ public actor LocalStore {
             return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten,
                                  origin: origin)
         }
-        let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? tail : nil, batchFrom: nextBatch)
-        tail = newTail
-        remember(document, for: key)
-        unsent[key, default: UnsentDocument(viewJSON: nil, writes: 0)].add(writeShowing: viewJSON)
-        unsentWriteCount += 1
+        let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? memory.tail : nil, batchFrom: memory.nextBatch)
+        memory.wrote(newTail, document: document, viewJSON: viewJSON)
         notify(changed: [key])
         return (DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true)), receipt)
     }
@@ -250,10 +223,10 @@ public actor LocalStore {
         try translatingErrors {
             let key = receipt.change.key
             guard let newest = try database.queryFirst(
-                "SELECT sequence, delta, writes FROM pending WHERE collection = ? AND id = ? ORDER BY sequence DESC LIMIT 1",
-                [.text(key.collection), .text(key.id)], { row in (row.integer(0), row.blob(1) ?? [], Int(row.integer(2))) }),
-                  newest.2 == receipt.change.writes, try Self.decodeDelta(newest.1) == receipt.change.delta else { return false }
-            let sequence = newest.0
+                "SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence DESC LIMIT 1",
+                [.text(key.collection), .text(key.id)], QueueRow.init),
+                  newest.writes == receipt.change.writes, try Self.decodeDelta(newest.delta) == receipt.change.delta else { return false }
+            let sequence = newest.sequence
             var view: DocumentState?
             try database.write { database in
                 if let before = receipt.before {
@@ -264,25 +237,12 @@ public actor LocalStore {
                     try database.run("DELETE FROM pending WHERE sequence = ?", [.integer(sequence)])
                 }
                 // The change now newest (this one as it was, or an older one) takes the view.
-                if unsent[key].map({ $0.writes > 1 }) ?? false {
+                if memory.unsent[key].map({ $0.writes > 1 }) ?? false {
                     view = try reapplyUnsentChanges(of: key, onto: confirmedState(of: key), in: database)
                 }
             }
-            decodedPending[sequence] = nil
-            if tail?.sequence == sequence {
-                tail = receipt.before.map {
-                    PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts, isAsWritten: $0.isAsWritten,
-                                  origin: $0.origin)
-                }
-            }
-            cache[key] = nil
-            unsentWriteCount -= 1
-            if let view {
-                unsent[key]?.writes -= 1
-                unsent[key]?.viewJSON = view.documentJSON
-            } else {
-                unsent[key] = nil
-            }
+            let newestView: String?? = if let view { .some(view.documentJSON) } else { nil }
+            memory.tookBack(receipt, fromRow: sequence, newestView: newestView)
             notify(changed: [key], rollbacks: [key])
             return true
         }
@@ -292,12 +252,12 @@ public actor LocalStore {
 
     /// The document as the app sees it.
     public func document(_ key: DocumentKey) throws -> DocumentSnapshot {
-        let hasPendingWrites = unsent[key] != nil
+        let hasPendingWrites = memory.unsent[key] != nil
         let metadata = SnapshotMetadata(hasPendingWrites: hasPendingWrites, isFromCache: true)
-        if let cached = cache[key] { return DocumentSnapshot(key: key, state: cached.view, metadata: metadata) }
+        if let cached = memory.cache[key] { return DocumentSnapshot(key: key, state: cached.view, metadata: metadata) }
         do {
             let viewJSON: String?
-            if let unsentDocument = unsent[key] {
+            if let unsentDocument = memory.unsent[key] {
                 viewJSON = unsentDocument.viewJSON
             } else {
                 viewJSON = try database.queryFirst("SELECT view FROM documents WHERE collection = ? AND id = ?",
@@ -390,25 +350,6 @@ public actor LocalStore {
 
     // MARK: Documents in memory
 
-    /// A document's confirmed state and view, as last committed.
-    struct CachedDocument {
-        var confirmed: DocumentState
-        var view: DocumentState
-    }
-
-    /// A document with unsent changes: its view after the newest (canonical JSON; `nil` when it
-    /// does not exist) and the app writes they hold.
-    struct UnsentDocument {
-        var viewJSON: String?
-        var writes: Int
-
-        /// Counts one more write, after which the document shows `viewJSON`.
-        mutating func add(writeShowing viewJSON: String?) {
-            self.viewJSON = viewJSON
-            writes += 1
-        }
-    }
-
     /// A pending change: one document's coalesced consecutive writes.
     package struct PendingChange: Equatable, Sendable {
         var sequence: Int64
@@ -470,29 +411,29 @@ public actor LocalStore {
 
     /// The document's confirmed state and view, from memory or rebuilt from the file.
     func loaded(_ key: DocumentKey) throws -> CachedDocument {
-        if let cached = cache[key] { return cached }
+        if let cached = memory.cache[key] { return cached }
         let confirmed = try confirmedState(of: key)
         var view = confirmed
-        if unsent[key] != nil {
+        if memory.unsent[key] != nil {
             for change in try unsentChanges(of: key) { view.applyLocally(change.delta, at: Self.localVersion) }
         }
         let document = CachedDocument(confirmed: confirmed, view: view)
-        remember(document, for: key)
+        memory.remember(document, for: key)
         return document
     }
 
     /// The document's confirmed state and view, taken out of the cache (one lookup when it is
     /// there) or rebuilt from the file: the caller's copy is then the only one, and changes in place.
     func takenFromCache(_ key: DocumentKey) throws -> CachedDocument {
-        if let cached = cache.removeValue(forKey: key) { return cached }
+        if let cached = memory.takeFromCache(key) { return cached }
         let document = try loaded(key)
-        cache[key] = nil
+        _ = memory.takeFromCache(key)
         return document
     }
 
     /// The document's confirmed state alone (no view to rebuild), from memory or the file.
     func confirmedState(of key: DocumentKey) throws -> DocumentState {
-        if let cached = cache[key] { return cached.confirmed }
+        if let cached = memory.cache[key] { return cached.confirmed }
         let stored: DocumentState?? = try database.queryFirst("SELECT confirmed, view FROM documents WHERE collection = ? AND id = ?",
                                                               [.text(key.collection), .text(key.id)]) { row in
             try row.blob(0).map { try Self.decodeState($0, view: row.text(1)) }
@@ -503,7 +444,7 @@ public actor LocalStore {
     /// Loads the documents not in memory with one query per collection (a pulled page holds
     /// hundreds; one lookup each would cost more than the rest of the page).
     func preload(_ keys: [DocumentKey]) throws {
-        let missing = Dictionary(grouping: keys.filter { cache[$0] == nil }, by: \.collection)
+        let missing = Dictionary(grouping: keys.filter { memory.cache[$0] == nil }, by: \.collection)
         for (collection, keys) in missing {
             let placeholders = repeatElement("?", count: keys.count).joined(separator: ",")
             let rows = try database.query("SELECT id, confirmed, view FROM documents WHERE collection = ? AND id IN (\(placeholders))",
@@ -515,10 +456,10 @@ public actor LocalStore {
             for key in keys {
                 let confirmed = found[key.id] ?? DocumentState()
                 var view = confirmed
-                if unsent[key] != nil {
+                if memory.unsent[key] != nil {
                     for change in try unsentChanges(of: key) { view.applyLocally(change.delta, at: Self.localVersion) }
                 }
-                remember(CachedDocument(confirmed: confirmed, view: view), for: key)
+                memory.remember(CachedDocument(confirmed: confirmed, view: view), for: key)
             }
         }
     }
@@ -544,11 +485,6 @@ public actor LocalStore {
             StoredChange(isInflight: false, sequence: row.integer(0), delta: try Self.decodeDelta(row.blob(1)))
         }
         return inflight + pending
-    }
-
-    func remember(_ document: CachedDocument, for key: DocumentKey) {
-        if cache.count >= Self.cacheLimit, cache[key] == nil { cache.removeAll(keepingCapacity: true) }
-        cache[key] = document
     }
 
     // MARK: Encoding

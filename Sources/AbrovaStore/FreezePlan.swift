@@ -1,0 +1,110 @@
+import AbrovaCore
+
+/// What freezing the next batch does, decided from the oldest pending changes with no I/O:
+/// which of them the batch takes, what it sends of each, and what the `inflight` rows keep.
+/// `LocalStore.freezeBatch` loads the inputs, applies the plan in one transaction, then lets
+/// memory follow it (Spec/storage.md, "Batches").
+struct FreezePlan: Equatable {
+    /// A change the batch sends, as its `inflight` row keeps it.
+    struct FrozenChange: Equatable {
+        var change: BatchChange
+        /// Its bytes: the stored ones, unless pruning changed it.
+        var encoded: [UInt8]
+        var parts: [UInt8]?
+        var isAsWritten: Bool
+        var origin: Int64
+        /// On the document's last kept change of the batch, the view after the batch's last change
+        /// of it (only the newest change of a document keeps a view); `nil` on the others.
+        var view: String?
+    }
+
+    /// The batch's number.
+    let sequence: Int64
+    /// What the batch sends, in order.
+    let changes: [FrozenChange]
+    /// The pending rows (sequences) that leave `pending`: every change taken, sent or not.
+    let takenRows: [Int64]
+    /// Changes left with nothing to do once pruned, dropped with their writes, by document.
+    let cancelledWrites: [DocumentKey: Int]
+    /// The batch and its encoded body, the bytes every retry sends.
+    let batch: Batch
+    let body: [UInt8]
+
+    /// The batch as it stays in flight; `nil` when every change taken was cancelled.
+    var frozenBatch: FrozenBatch? {
+        changes.isEmpty ? nil : FrozenBatch(batch: batch, body: body, rows: changes.map(\.origin))
+    }
+
+    /// The oldest of `rows` that one body of at most `maximumBytes` holds, counted from each
+    /// change's stored bytes and a bound on what the body adds around it; always at least one.
+    static func rowsFitting(_ rows: [QueueRow], maximumBytes: Int) -> ArraySlice<QueueRow> {
+        var bodyBytes = Batch.encodedOverhead
+        var count = 0
+        for row in rows {
+            let changeBytes = Batch.encodedOverhead(of: row.key) + row.delta.count
+            if count > 0, bodyBytes + changeBytes > maximumBytes { break }
+            bodyBytes += changeBytes
+            count += 1
+        }
+        return rows.prefix(count)
+    }
+
+    /// The documents whose confirmed state the plan needs: those some change of which removes or
+    /// adds set elements (`deltas` are the changes of `rows`, decoded).
+    static func documentsPruned(_ rows: ArraySlice<QueueRow>, deltas: [DocumentDelta]) -> Set<DocumentKey> {
+        Set(zip(rows, deltas).compactMap { row, delta in delta.setChanges.isEmpty ? nil : row.key })
+    }
+
+    /// Plans the batch `sequence` of `rows` (`rowsFitting`), whose changes are `deltas`;
+    /// `confirmed` holds the confirmed states of `documentsPruned`. Each change is frozen with the
+    /// strategy `strategyOf` gives its document, unless it is saved as written.
+    init(rows: ArraySlice<QueueRow>, deltas: [DocumentDelta], confirmed: [DocumentKey: DocumentState], clientID: String, sequence: Int64,
+         strategyOf: (DocumentKey) -> ConflictStrategy?) {
+        var confirmed = confirmed
+        var changes: [FrozenChange] = []
+        var cancelled: [DocumentKey: Int] = [:]
+        // Each document as the batch's changes so far leave it, for documents with set changes.
+        var observed: [DocumentKey: DocumentState] = [:]
+        // The view after the batch's last change of each document, cancelled or not.
+        var lastViews: [DocumentKey: String?] = [:]
+        for (row, delta) in zip(rows, deltas) {
+            var pruned = delta
+            var isPruned = false
+            if !delta.setChanges.isEmpty || observed[row.key] != nil {
+                // Removes of elements the server never showed this device take nothing: dropped.
+                // An element an earlier change of this batch adds counts as shown: the server
+                // applies that add first, and the remove must take it. (Taken out while it
+                // changes, so that the change is made in place, not on a copy.)
+                var state = observed.removeValue(forKey: row.key) ?? confirmed.removeValue(forKey: row.key) ?? DocumentState()
+                if !delta.setChanges.isEmpty {
+                    pruned = delta.droppingUnobservedRemoves(confirmed: state)
+                    isPruned = pruned != delta
+                }
+                state.applyLocally(pruned, at: LocalStore.localVersion)
+                observed[row.key] = state
+            }
+            lastViews[row.key] = .some(row.view)
+            if pruned.isEmpty {
+                cancelled[row.key, default: 0] += row.writes
+            } else {
+                // Saved as written is what clientWins does to a change: each field it writes takes
+                // its value, a delete deletes (Spec/conflicts.md, "Online writes").
+                let strategy = row.isAsWritten ? .clientWins : strategyOf(row.key)
+                changes.append(FrozenChange(change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy),
+                                            encoded: isPruned ? LocalStore.encode(pruned) : row.delta, parts: row.parts,
+                                            isAsWritten: row.isAsWritten, origin: row.origin ?? 0, view: nil))
+            }
+        }
+        var lastPositions: [DocumentKey: Int] = [:]
+        for (position, frozen) in changes.enumerated() { lastPositions[frozen.change.key] = position }
+        for (key, position) in lastPositions { changes[position].view = lastViews[key] ?? nil }
+        self.sequence = sequence
+        self.changes = changes
+        takenRows = rows.map(\.sequence)
+        cancelledWrites = cancelled
+        batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
+        var body: [UInt8] = []
+        batch.writeEncoded(to: &body)
+        self.body = body
+    }
+}

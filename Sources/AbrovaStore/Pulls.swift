@@ -1,0 +1,108 @@
+import AbrovaCore
+import AbrovaSQLite
+
+extension LocalStore {
+    /// Applies a pulled page of documents and the new cursor in one transaction. A document with
+    /// unsent changes keeps them overlaid: the page replaces only its confirmed part. Without a
+    /// cursor (documents read online), the cursor stays where it is: states join, so a later page
+    /// holding the same documents changes nothing.
+    public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws {
+        try translatingErrors {
+            var updated: [DocumentKey: CachedDocument] = [:]
+            var inserted: Set<DocumentKey> = []
+            var unsentViews: [DocumentKey: String?] = [:]
+            try database.write { database in
+                for (key, state) in documents {
+                    // A document this device has never seen (the bulk of an initial sync) is just
+                    // inserted; the insert tells whether it was there after all. It is not kept in
+                    // memory: an initial sync would fill the cache, and empty it, again and again.
+                    if updated[key] == nil, memory.cache[key] == nil, memory.unsent[key] == nil {
+                        let (versions, view) = state.storedForms
+                        try database.run("""
+                            INSERT INTO documents (collection, id, confirmed, view) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (collection, id) DO NOTHING
+                            """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])
+                        if database.changes == 1 {
+                            updated[key] = CachedDocument(confirmed: state, view: state)
+                            inserted.insert(key)
+                            continue
+                        }
+                    }
+                    var document = try updated[key] ?? loaded(key)
+                    document.confirmed.merge(state)
+                    document.view = document.confirmed
+                    if memory.unsent[key] != nil {
+                        document.view = try reapplyUnsentChanges(of: key, onto: document.confirmed, in: database)
+                        unsentViews[key] = .some(document.view.documentJSON)
+                    }
+                    try saveConfirmed(document.confirmed, for: key, in: database)
+                    updated[key] = document
+                }
+                if let cursor { try setMeta("cursor", cursor, in: database) }
+                if memory.isResyncing {
+                    for (key, _) in documents {
+                        try database.run("DELETE FROM resync_unseen WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                    }
+                }
+            }
+            // Only now that the page is committed does memory follow it.
+            memory.pulled(updated.filter { !inserted.contains($0.key) }, unsentViews: unsentViews)
+            notify(changed: Set(updated.keys), unsentWritesChanged: false)
+        }
+    }
+
+    /// The pull cursor saved with the last applied page, or `nil` before the first.
+    public func pullCursor() throws -> String? {
+        try translatingErrors { try meta("cursor") }
+    }
+
+    /// Starts a resync (the server said "resync required", or did not know the cursor): the next
+    /// pull starts from the beginning, and when a pull ends (`endOfPull()`), every document it did
+    /// not bring leaves the device, so that the device holds exactly the server's documents plus
+    /// its own unsent writes. Until then confirmed states and unsent changes stay: pulled states
+    /// join them. Kept in the file, so a resync cut short goes on at the next start.
+    ///
+    /// - Throws: `StoreError`.
+    public func beginResync() throws {
+        try translatingErrors {
+            try database.write { database in
+                try database.run("DELETE FROM meta WHERE key = 'cursor'")
+                try database.run("DELETE FROM resync_unseen")
+                try database.run("INSERT INTO resync_unseen (collection, id) SELECT collection, id FROM documents")
+                try setMeta("resync", "1", in: database)
+            }
+            memory.beganResync()
+        }
+    }
+
+    /// Ends a pull that reached the server's last page: when it was a resync's, the documents it
+    /// did not bring leave the device. One that has unsent changes keeps them, on nothing
+    /// confirmed (the server has no such document for this user any more). Returns the
+    /// documents that left.
+    ///
+    /// - Throws: `StoreError`.
+    @discardableResult
+    public func endOfPull() throws -> Set<DocumentKey> {
+        try translatingErrors {
+            guard memory.isResyncing else { return [] }
+            let unseen = try database.query("SELECT collection, id FROM resync_unseen") { row in
+                DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
+            }
+            var unsentViews: [DocumentKey: String?] = [:]
+            try database.write { database in
+                for key in unseen {
+                    try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                    if memory.unsent[key] != nil {
+                        unsentViews[key] = .some(try reapplyUnsentChanges(of: key, onto: DocumentState(), in: database).documentJSON)
+                    }
+                }
+                try database.run("DELETE FROM resync_unseen")
+                try database.run("DELETE FROM meta WHERE key = 'resync'")
+            }
+            memory.endedResync(left: unseen, unsentViews: unsentViews)
+            let removed = Set(unseen)
+            if !removed.isEmpty { notify(changed: removed, unsentWritesChanged: false) }
+            return removed
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import AbrovaCore
+import AbrovaSQLite
+
+/// A change as `pending` and `inflight` store it (Spec/storage.md, "Tables"); for an in-flight
+/// change, `sequence` is its position in the batch.
+struct QueueRow: Equatable {
+    var sequence: Int64
+    var key: DocumentKey
+    /// The change in its stored (compact) encoding.
+    var delta: [UInt8]
+    /// How many app writes it holds.
+    var writes: Int
+    /// The app's view of the document after it; kept current only for the document's newest change.
+    var view: String?
+    /// Each write's change as it was made, while it holds several (`PendingChange.parts`).
+    var parts: [UInt8]?
+    /// Whether its writes were made while the server answered, to be saved as written.
+    var isAsWritten: Bool
+    /// The change's own id; `nil` for a change stored before schema 5.
+    var origin: Int64?
+
+    /// The columns `init(_:)` reads, in its order, from `pending`.
+    static let pendingColumns = "sequence, collection, id, delta, writes, view, parts, as_written, origin"
+    /// The columns `init(_:)` reads, in its order, from `inflight`.
+    static let inflightColumns = "position, collection, id, delta, writes, view, parts, as_written, origin"
+
+    /// A row selected with `pendingColumns` or `inflightColumns`.
+    init(_ row: Row) {
+        sequence = row.integer(0)
+        key = DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? "")
+        delta = row.blob(3) ?? []
+        writes = Int(row.integer(4))
+        view = row.text(5)
+        parts = row.blob(6)
+        isAsWritten = row.integer(7) != 0
+        origin = row.isNull(8) ? nil : row.integer(8)
+    }
+
+    init(sequence: Int64, key: DocumentKey, delta: [UInt8], writes: Int, view: String? = nil, parts: [UInt8]? = nil, isAsWritten: Bool = false,
+         origin: Int64? = nil) {
+        self.sequence = sequence
+        self.key = key
+        self.delta = delta
+        self.writes = writes
+        self.view = view
+        self.parts = parts
+        self.isAsWritten = isAsWritten
+        self.origin = origin
+    }
+}

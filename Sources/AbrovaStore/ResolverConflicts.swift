@@ -1,0 +1,75 @@
+import AbrovaCore
+import AbrovaSQLite
+
+extension LocalStore {
+    /// The conflicts the manual strategy left to the app's resolver whose resolution is not yet
+    /// written (by document).
+    ///
+    /// - Throws: `StoreError`.
+    public func unresolvedConflicts() throws -> [UnresolvedConflict] {
+        try translatingErrors {
+            try database.query("SELECT collection, id, local, conflicts FROM unresolved ORDER BY collection, id") { row in
+                UnresolvedConflict(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""),
+                                   local: try row.text(2).map { try Value(json: $0) },
+                                   conflicts: try UnresolvedConflict.decodeConflicts(row.text(3) ?? "[]"))
+            }
+        }
+    }
+
+    /// Forgets a conflict left to the resolver, once its resolution is written.
+    ///
+    /// - Throws: `StoreError`.
+    public func forgetUnresolvedConflict(_ key: DocumentKey) throws {
+        try translatingErrors {
+            try database.write { database in
+                try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+            }
+            memory.forgotConflict(key)
+        }
+    }
+
+    /// Writes the resolver's answer to a kept conflict and forgets the conflict, in one
+    /// transaction: `resolution` (a `set` or a `delete`; `nil` keeps the server's document) goes
+    /// before the document's changes that waited for it, so that the app's writes made while the
+    /// resolver decided stay on top; without such changes it is a write of its own.
+    ///
+    /// - Throws: `StoreError` (`.invalidValue` for a resolution that cannot be stored).
+    package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?) throws {
+        try translatingErrors {
+            let first = try database.queryFirst("SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence LIMIT 1",
+                                                [.text(key.collection), .text(key.id)], QueueRow.init)
+            let waiting = try first.map { try Self.decodeDelta($0.delta) }
+            guard let resolution, let first, let waiting else {
+                if let resolution { _ = try write(resolution, for: key) }
+                try forgetUnresolvedConflict(key)
+                return
+            }
+            let confirmed = try confirmedState(of: key)
+            var delta: DocumentDelta
+            do {
+                switch resolution {
+                case .set(let data): delta = try DocumentDelta.create(data, base: confirmed.version)
+                case .delete: delta = DocumentDelta.delete(base: confirmed.version)
+                case .update(let assignments, let removals, let setAdd, let setRemove):
+                    delta = try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: confirmed.version)
+                }
+            } catch let error as ValueError {
+                throw StoreError(error)
+            }
+            // The change keeps its writes' own changes while it can (Spec/storage.md, "Writes").
+            let keptParts = first.writes < Self.maximumComposedWrites && (first.parts != nil || first.writes == 1)
+                ? Self.encodeParts([delta] + (try first.parts.map(Self.decodeParts) ?? [waiting])) : nil
+            delta.compose(with: waiting)
+            var view = DocumentState()
+            try database.write { database in
+                try database.run("UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
+                                 [.blob(Self.encode(delta)), .integer(Int64(first.writes + 1)), SQLiteValue(keptParts), .integer(first.sequence)])
+                try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
+            }
+            memory.resolvedConflict(key, intoRow: first.sequence, delta: delta, writes: first.writes + 1, parts: keptParts,
+                                    viewJSON: view.documentJSON)
+            notify(changed: [key])
+        }
+    }
+}
