@@ -10,7 +10,6 @@ let package = Package(
     products: [
         .library(name: "AbrovaSync", targets: ["AbrovaSync"]),
         .library(name: "AbrovaCore", targets: ["AbrovaCore"]),
-        .library(name: "AbrovaStore", targets: ["AbrovaStore"]),
         .library(name: "AbrovaTestSupport", targets: ["AbrovaTestSupport"]),
         .library(name: "AbrovaServer", targets: ["AbrovaServer"]),
         .executable(name: "abrova", targets: ["AbrovaCLI"]),

@@ -16,7 +16,7 @@ struct Listeners {
 extension LocalStore {
     /// The document now, then after every committed change to it (local writes, rollbacks,
     /// pulled changes), until the stream is dropped or cancelled.
-    public func changes(of key: DocumentKey) -> AsyncStream<DocumentSnapshot> {
+    package func changes(of key: DocumentKey) -> AsyncStream<DocumentSnapshot> {
         let (stream, continuation) = AsyncStream.makeStream(of: DocumentSnapshot.self)
         if let snapshot = try? document(key) { continuation.yield(snapshot) }
         register(.document(key, continuation), continuation)
@@ -24,7 +24,7 @@ extension LocalStore {
     }
 
     /// The query's documents now, then after every committed change in its collection.
-    public func changes(matching query: DocumentQuery) -> AsyncStream<[DocumentSnapshot]> {
+    package func changes(matching query: DocumentQuery) -> AsyncStream<[DocumentSnapshot]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [DocumentSnapshot].self)
         if let documents = try? documents(matching: query) { continuation.yield(documents) }
         register(.query(query, continuation), continuation)
@@ -32,7 +32,7 @@ extension LocalStore {
     }
 
     /// The number of writes not yet confirmed by the server, now and whenever it changes.
-    public func unsentWriteCounts() -> AsyncStream<Int> {
+    package func unsentWriteCounts() -> AsyncStream<Int> {
         let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
         continuation.yield(unsentWriteCount)
         register(.unsentWrites(continuation), continuation)
@@ -51,7 +51,7 @@ extension LocalStore {
     }
 
     /// The number of listeners, for tests.
-    public var listenerCount: Int { listeners.all.count }
+    package var listenerCount: Int { listeners.all.count }
 
     /// Tells the listeners of what a committed transaction changed.
     /// (The keys are an autoclosure: with no listener, as when an app writes in bulk, no set is built.)

@@ -11,18 +11,18 @@ import Foundation
 /// See Spec/storage.md.
 ///
 /// An actor: its SQLite connection is used only from here.
-public actor LocalStore {
+package actor LocalStore {
     /// The version at which local (unconfirmed) changes are written into views. Views are rebuilt
     /// from confirmed states and changes, so this version never leaves the device.
     static let localVersion = Version(UInt64(Int64.max))
 
     let database: Database
     /// This store's client id, created once with the store.
-    public nonisolated let clientID: String
+    package nonisolated let clientID: String
     /// The file.
-    public nonisolated let path: String
+    package nonisolated let path: String
     /// The store's user as it was opened (see `owner()`).
-    public nonisolated let ownerAtOpen: String??
+    package nonisolated let ownerAtOpen: String??
     /// Set by `close()`.
     var isClosed = false
     /// What memory keeps of the tables; it changes only once a transaction has committed.
@@ -30,7 +30,7 @@ public actor LocalStore {
     var listeners = Listeners()
 
     /// Writes not yet confirmed by the server, in all documents.
-    public var unsentWriteCount: Int { memory.unsentWriteCount }
+    package var unsentWriteCount: Int { memory.unsentWriteCount }
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
     ///
@@ -38,7 +38,7 @@ public actor LocalStore {
     ///   for a file that is not a store, `.corrupt` for a damaged one.
     /// A store opened `claimingFor` a user takes them as its owner when it has none yet
     /// (`owner()`); `ownerAtOpen` says whose it is once open.
-    public init(path: String, durability: Database.Durability = .normal, claimingFor claimant: String?? = nil) throws {
+    package init(path: String, durability: Database.Durability = .normal, claimingFor claimant: String?? = nil) throws {
         self.path = path
         do {
             // The app's process owns its store: exclusive locking spares a file lock per transaction.
@@ -83,7 +83,7 @@ public actor LocalStore {
 
     /// Closes the store's file now (another store may then open it); every later call throws,
     /// and a stream asked for later ends at once.
-    public func close() {
+    package func close() {
         isClosed = true
         database.close()
         memory.closed()
@@ -114,13 +114,13 @@ public actor LocalStore {
     ///
     /// - Throws: `StoreError` `.invalidValue` naming the field when a value cannot be stored.
     @discardableResult
-    public func add(to collection: String, data: [String: Value]) throws -> DocumentSnapshot {
+    package func add(to collection: String, data: [String: Value]) throws -> DocumentSnapshot {
         try setData(data, for: DocumentKey(collection: collection, id: UUID().uuidString.lowercased()))
     }
 
     /// Replaces the document (creating it when there is none) with exactly these fields.
     @discardableResult
-    public func setData(_ data: [String: Value], for key: DocumentKey) throws -> DocumentSnapshot {
+    package func setData(_ data: [String: Value], for key: DocumentKey) throws -> DocumentSnapshot {
         try write(.set(data), for: key).snapshot
     }
 
@@ -129,14 +129,14 @@ public actor LocalStore {
     ///
     /// - Throws: `StoreError` `.documentNotFound` when the document does not exist.
     @discardableResult
-    public func updateData(for key: DocumentKey, set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
+    package func updateData(for key: DocumentKey, set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
                            setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:]) throws -> DocumentSnapshot {
         try write(.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove), for: key).snapshot
     }
 
     /// Deletes the document.
     @discardableResult
-    public func delete(_ key: DocumentKey) throws -> DocumentSnapshot {
+    package func delete(_ key: DocumentKey) throws -> DocumentSnapshot {
         try write(.delete, for: key).snapshot
     }
 
@@ -251,7 +251,7 @@ public actor LocalStore {
     // MARK: Reads
 
     /// The document as the app sees it.
-    public func document(_ key: DocumentKey) throws -> DocumentSnapshot {
+    package func document(_ key: DocumentKey) throws -> DocumentSnapshot {
         let hasPendingWrites = memory.unsent[key] != nil
         let metadata = SnapshotMetadata(hasPendingWrites: hasPendingWrites, isFromCache: true)
         if let cached = memory.cache[key] { return DocumentSnapshot(key: key, state: cached.view, metadata: metadata) }
@@ -272,7 +272,7 @@ public actor LocalStore {
     }
 
     /// The documents that match a query, evaluated in SQLite.
-    public func documents(matching query: DocumentQuery) throws -> [DocumentSnapshot] {
+    package func documents(matching query: DocumentQuery) throws -> [DocumentSnapshot] {
         // A document's view is the one after its newest unsent change, else its confirmed view.
         // (Pending sequences are offset past every in-flight position: pending comes later.)
         var sql = """

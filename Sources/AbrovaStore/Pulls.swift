@@ -6,7 +6,7 @@ extension LocalStore {
     /// unsent changes keeps them overlaid: the page replaces only its confirmed part. Without a
     /// cursor (documents read online), the cursor stays where it is: states join, so a later page
     /// holding the same documents changes nothing.
-    public func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws {
+    package func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
             var inserted: Set<DocumentKey> = []
@@ -52,7 +52,7 @@ extension LocalStore {
     }
 
     /// The pull cursor saved with the last applied page, or `nil` before the first.
-    public func pullCursor() throws -> String? {
+    package func pullCursor() throws -> String? {
         try translatingErrors { try meta("cursor") }
     }
 
@@ -63,7 +63,7 @@ extension LocalStore {
     /// join them. Kept in the file, so a resync cut short goes on at the next start.
     ///
     /// - Throws: `StoreError`.
-    public func beginResync() throws {
+    package func beginResync() throws {
         try translatingErrors {
             try database.write { database in
                 try database.run("DELETE FROM meta WHERE key = 'cursor'")
@@ -82,7 +82,7 @@ extension LocalStore {
     ///
     /// - Throws: `StoreError`.
     @discardableResult
-    public func endOfPull() throws -> Set<DocumentKey> {
+    package func endOfPull() throws -> Set<DocumentKey> {
         try translatingErrors {
             guard memory.isResyncing else { return [] }
             let unseen = try database.query("SELECT collection, id FROM resync_unseen") { row in

@@ -6,7 +6,7 @@ extension LocalStore {
     /// written (by document).
     ///
     /// - Throws: `StoreError`.
-    public func unresolvedConflicts() throws -> [UnresolvedConflict] {
+    package func unresolvedConflicts() throws -> [UnresolvedConflict] {
         try translatingErrors {
             try database.query("SELECT collection, id, local, conflicts FROM unresolved ORDER BY collection, id") { row in
                 UnresolvedConflict(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""),
@@ -19,7 +19,7 @@ extension LocalStore {
     /// Forgets a conflict left to the resolver, once its resolution is written.
     ///
     /// - Throws: `StoreError`.
-    public func forgetUnresolvedConflict(_ key: DocumentKey) throws {
+    package func forgetUnresolvedConflict(_ key: DocumentKey) throws {
         try translatingErrors {
             try database.write { database in
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])

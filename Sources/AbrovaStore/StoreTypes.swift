@@ -17,7 +17,7 @@ public struct SnapshotMetadata: Hashable, Sendable {
     public var conflicts: [Conflict]
 
     /// Metadata for a snapshot.
-    public init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false, conflicts: [Conflict] = []) {
+    package init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false, conflicts: [Conflict] = []) {
         self.hasPendingWrites = hasPendingWrites
         self.isFromCache = isFromCache
         self.isRollback = isRollback
@@ -41,7 +41,7 @@ public struct DocumentSnapshot: Hashable, Sendable {
     public let metadata: SnapshotMetadata
 
     /// A snapshot of a document's data (`nil`: it does not exist).
-    public init(key: DocumentKey, data: Value?, metadata: SnapshotMetadata) {
+    package init(key: DocumentKey, data: Value?, metadata: SnapshotMetadata) {
         self.key = key
         source = .value(data)
         self.metadata = metadata
@@ -70,7 +70,7 @@ public struct DocumentSnapshot: Hashable, Sendable {
     }
 
     /// The same snapshot with other metadata.
-    public func withMetadata(_ metadata: SnapshotMetadata) -> DocumentSnapshot {
+    package func withMetadata(_ metadata: SnapshotMetadata) -> DocumentSnapshot {
         switch source {
         case .value(let value): DocumentSnapshot(key: key, data: value, metadata: metadata)
         case .state(let state): DocumentSnapshot(key: key, state: state, metadata: metadata)
@@ -142,54 +142,54 @@ public enum OperationType: String, Hashable, Sendable {
 
     /// What a change does, as the app would name it: a delete, a create (`setData`, `add`) or an
     /// update.
-    public init(_ delta: DocumentDelta) {
+    package init(_ delta: DocumentDelta) {
         self = delta.delete != nil ? .delete : delta.create != nil ? .create : .update
     }
 }
 
 /// A queued write the server refused when it was finally sent; it was dropped and the document
 /// rolled back to the server's version.
-public struct Rejection: Hashable, Sendable {
+package struct Rejection: Hashable, Sendable {
     /// The document whose write was refused.
-    public let key: DocumentKey
+    package let key: DocumentKey
     /// What the write did: create, update or delete.
-    public let operation: OperationType
+    package let operation: OperationType
     /// Why the server refused it (`forbidden` when the rules refused, `invalid` for invalid data).
-    public let reason: Refusal.Reason
+    package let reason: Refusal.Reason
     /// The server's message.
-    public let message: String
+    package let message: String
 }
 
 /// What settling a batch did.
-public struct SettleReport: Hashable, Sendable {
+package struct SettleReport: Hashable, Sendable {
     /// Writes the server refused.
-    public var rejections: [Rejection] = []
+    package var rejections: [Rejection] = []
     /// Conflicts the server settled by the strategy.
-    public var conflicts: [DocumentKey: [Conflict]] = [:]
+    package var conflicts: [DocumentKey: [Conflict]] = [:]
     /// Under the manual strategy: conflicts the app's resolver must decide. The client's change
     /// was dropped; the resolver's answer is written as a new change. The store keeps them
     /// (`unresolvedConflicts()`) until `resolveConflict(_:with:)` or `forgetUnresolvedConflict(_:)`.
-    public var unresolved: [DocumentKey: [Conflict]] = [:]
+    package var unresolved: [DocumentKey: [Conflict]] = [:]
     /// Documents whose change of several writes the server refused: the change went back to the
     /// queue write by write, to be sent again (nothing of it rolled back yet).
-    public var resent: Set<DocumentKey> = []
+    package var resent: Set<DocumentKey> = []
     /// For each change sent again write by write: its id, and the ids of the changes its writes
     /// went back to the queue as, in order.
-    public var resentRows: [Int64: [Int64]] = [:]
+    package var resentRows: [Int64: [Int64]] = [:]
 }
 
 /// A conflict the manual strategy left to the app's resolver, which the store keeps until the
 /// resolution is written: an app ended before then is asked again at its next start.
-public struct UnresolvedConflict: Hashable, Sendable {
+package struct UnresolvedConflict: Hashable, Sendable {
     /// The document.
-    public let key: DocumentKey
+    package let key: DocumentKey
     /// The document as the device had it when the server answered (`nil`: deleted on the device).
-    public let local: Value?
+    package let local: Value?
     /// The fields in conflict, each `unresolved`.
-    public let conflicts: [Conflict]
+    package let conflicts: [Conflict]
 
     /// A conflict left to the resolver.
-    public init(key: DocumentKey, local: Value?, conflicts: [Conflict]) {
+    package init(key: DocumentKey, local: Value?, conflicts: [Conflict]) {
         self.key = key
         self.local = local
         self.conflicts = conflicts
@@ -219,17 +219,17 @@ public struct UnresolvedConflict: Hashable, Sendable {
 }
 
 /// A batch frozen for sending: the same bytes go out on every retry.
-public struct FrozenBatch: Hashable, Sendable {
+package struct FrozenBatch: Hashable, Sendable {
     /// The batch.
-    public let batch: Batch
+    package let batch: Batch
     /// The encoded body, kept so that a retry is byte-identical.
-    public let body: [UInt8]
+    package let body: [UInt8]
     /// The id (`origin`) of each change, in the batch's order (a `WriteReceipt` names its
     /// write's); 0 for a change stored before schema 5.
-    public var rows: [Int64] = []
+    package var rows: [Int64] = []
 
     /// A frozen batch.
-    public init(batch: Batch, body: [UInt8], rows: [Int64] = []) {
+    package init(batch: Batch, body: [UInt8], rows: [Int64] = []) {
         self.batch = batch
         self.body = body
         self.rows = rows
@@ -237,43 +237,43 @@ public struct FrozenBatch: Hashable, Sendable {
 }
 
 /// Why the store refused or failed.
-public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What kind of failure it is.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         let name: String
         /// The file is not an AbrovaSync store (another database, or not a database at all).
-        public static let notAStore = Code(name: "notAStore")
+        package static let notAStore = Code(name: "notAStore")
         /// The store was written by a newer version of AbrovaSync.
-        public static let newerSchema = Code(name: "newerSchema")
+        package static let newerSchema = Code(name: "newerSchema")
         /// The file is damaged.
-        public static let corrupt = Code(name: "corrupt")
+        package static let corrupt = Code(name: "corrupt")
         /// The document does not exist.
-        public static let documentNotFound = Code(name: "documentNotFound")
+        package static let documentNotFound = Code(name: "documentNotFound")
         /// A value, path or document was refused.
-        public static let invalidValue = Code(name: "invalidValue")
+        package static let invalidValue = Code(name: "invalidValue")
         /// A query cannot be evaluated.
-        public static let invalidQuery = Code(name: "invalidQuery")
+        package static let invalidQuery = Code(name: "invalidQuery")
         /// A server answer does not match the batch in flight.
-        public static let unexpectedAnswer = Code(name: "unexpectedAnswer")
+        package static let unexpectedAnswer = Code(name: "unexpectedAnswer")
         /// SQLite failed.
-        public static let database = Code(name: "database")
-        public var description: String { name }
+        package static let database = Code(name: "database")
+        package var description: String { name }
     }
 
     /// What kind of failure it is.
-    public let code: Code
+    package let code: Code
     /// A sentence for people.
-    public let message: String
+    package let message: String
     /// The field concerned, for refused values.
-    public let field: String?
+    package let field: String?
     /// The SQLite error underneath, if any.
-    public let underlying: SQLiteError?
+    package let underlying: SQLiteError?
     /// Why the server would refuse the same call, when the store refused what the server would
     /// refuse too (an invalid value, a missing document); `nil` for a failure of the device.
-    public let refusal: Refusal.Reason?
+    package let refusal: Refusal.Reason?
 
     /// A store error; its refusal follows from the code.
-    public init(_ code: Code, _ message: String, field: String? = nil, underlying: SQLiteError? = nil) {
+    package init(_ code: Code, _ message: String, field: String? = nil, underlying: SQLiteError? = nil) {
         self.code = code
         self.message = message
         self.field = field
@@ -294,7 +294,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         refusal = error.reason
     }
 
-    public var description: String {
+    package var description: String {
         "\(code): \(message)" + (underlying.map { " (\($0))" } ?? "")
     }
 }

@@ -380,13 +380,18 @@ final class UserSession: Sendable {
     }
 }
 
-/// Where a read comes from.
-public enum Source: Sendable {
-    /// The server when it can be reached (with the device's pending edits overlaid), else the
-    /// device.
-    case `default`
-    /// The server only: fails when it cannot be reached.
-    case server
-    /// The device only.
-    case cache
+extension AbrovaSync {
+    /// Where a read comes from.
+    public enum Source: Sendable {
+        /// The server when it can be reached (with the device's pending edits overlaid), else the
+        /// device.
+        case `default`
+        /// The server only: fails when it cannot be reached.
+        case server
+        /// The device only.
+        case cache
+    }
 }
+
+/// `AbrovaSync.Source`, by its short name.
+public typealias Source = AbrovaSync.Source

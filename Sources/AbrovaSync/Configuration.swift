@@ -1,75 +1,90 @@
 import AbrovaCore
 import Foundation
 
-/// What a manual resolver is given: the document as this device wants it, the server's, and the
-/// fields in conflict.
-public struct ConflictInfo: Sendable {
-    /// The document's id.
-    public let documentId: String
-    /// Its collection.
-    public let collection: String
-    /// The document as this device had it, for the manual resolver (`nil`: deleted on the device;
-    /// also `nil` for conflicts the strategy settled, whose outcome is already applied).
-    public let local: [String: Value]?
-    /// The document on the server (`nil`: deleted or never there).
-    public let server: [String: Value]?
-    /// The fields in conflict, each with both values and how it was settled (`unresolved` under
-    /// the manual strategy).
-    public let conflicts: [Conflict]
+extension AbrovaSync {
+    /// What a manual resolver is given: the document as this device wants it, the server's, and the
+    /// fields in conflict.
+    public struct ConflictInfo: Sendable {
+        /// The document's id.
+        public let documentId: String
+        /// Its collection.
+        public let collection: String
+        /// The document as this device had it, for the manual resolver (`nil`: deleted on the device;
+        /// also `nil` for conflicts the strategy settled, whose outcome is already applied).
+        public let local: [String: Value]?
+        /// The document on the server (`nil`: deleted or never there).
+        public let server: [String: Value]?
+        /// The fields in conflict, each with both values and how it was settled (`unresolved` under
+        /// the manual strategy).
+        public let conflicts: [Conflict]
+    }
 }
 
-/// A manual resolver's decision. It is written on top of the server's document, as a new change.
-public enum ConflictResolution: Sendable, Equatable {
-    /// Keep the server's document: the device's change is dropped.
-    case useServer
-    /// Write the device's document over the server's.
-    case useLocal
-    /// Write this document.
-    case use([String: Value])
-    /// Delete the document.
-    case delete
+/// `AbrovaSync.ConflictInfo`, by its short name.
+public typealias ConflictInfo = AbrovaSync.ConflictInfo
+
+extension AbrovaSync {
+    /// A manual resolver's decision. It is written on top of the server's document, as a new change.
+    public enum ConflictResolution: Sendable, Equatable {
+        /// Keep the server's document: the device's change is dropped.
+        case useServer
+        /// Write the device's document over the server's.
+        case useLocal
+        /// Write this document.
+        case use([String: Value])
+        /// Delete the document.
+        case delete
+    }
 }
+
+/// `AbrovaSync.ConflictResolution`, by its short name.
+public typealias ConflictResolution = AbrovaSync.ConflictResolution
 
 /// Makes a transport from the reader of the current token.
-public typealias TransportMaker = @Sendable (_ token: @escaping @Sendable () -> String?) -> any SyncTransport
+package typealias TransportMaker = @Sendable (_ token: @escaping @Sendable () -> String?) -> any SyncTransport
 
 /// Decides conflicts under the manual strategy.
 public typealias ConflictResolver = @Sendable (ConflictInfo) async -> ConflictResolution
 
-/// How long the SDK waits between attempts when the server cannot be reached: exponential
-/// backoff with full jitter, capped. Retries never stop.
-public struct RetryPolicy: Hashable, Sendable {
-    /// The first delay.
-    public var initialDelay: Duration
-    /// The longest delay.
-    public var maximumDelay: Duration
+extension AbrovaSync {
+    /// How long the SDK waits between attempts when the server cannot be reached: exponential
+    /// backoff with full jitter, capped. Retries never stop.
+    public struct RetryPolicy: Hashable, Sendable {
+        /// The first delay.
+        public var initialDelay: Duration
+        /// The longest delay.
+        public var maximumDelay: Duration
 
-    /// A policy; by default 1 s doubling up to 60 s.
-    public init(initialDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(60)) {
-        self.initialDelay = initialDelay
-        self.maximumDelay = maximumDelay
-    }
+        /// A policy; by default 1 s doubling up to 60 s.
+        public init(initialDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(60)) {
+            self.initialDelay = initialDelay
+            self.maximumDelay = maximumDelay
+        }
 
-    /// The delay before attempt `attempt` (1 for the first retry): a random point in
-    /// [0, min(maximum, initial · 2^(attempt-1))] ("full jitter", so devices that failed together
-    /// do not retry together), never less than a tenth of the initial delay.
-    public func delay(attempt: Int, random: inout some RandomNumberGenerator) -> Duration {
-        let cap = min(maximumDelay, initialDelay * Double(1 << min(max(attempt - 1, 0), 30)))
-        let floor = initialDelay / 10
-        return max(floor, cap * Double.random(in: 0...1, using: &random))
+        /// The delay before attempt `attempt` (1 for the first retry): a random point in
+        /// [0, min(maximum, initial · 2^(attempt-1))] ("full jitter", so devices that failed together
+        /// do not retry together), never less than a tenth of the initial delay.
+        public func delay(attempt: Int, random: inout some RandomNumberGenerator) -> Duration {
+            let cap = min(maximumDelay, initialDelay * Double(1 << min(max(attempt - 1, 0), 30)))
+            let floor = initialDelay / 10
+            return max(floor, cap * Double.random(in: 0...1, using: &random))
+        }
     }
 }
 
+/// `AbrovaSync.RetryPolicy`, by its short name.
+public typealias RetryPolicy = AbrovaSync.RetryPolicy
+
 /// The clock the SDK waits on, injected so that tests move time instead of sleeping.
-public protocol SyncClock: Sendable {
+package protocol SyncClock: Sendable {
     /// Returns after `duration`, or throws `CancellationError` when the task is cancelled.
     func sleep(for duration: Duration) async throws
 }
 
 /// The real clock.
-public struct ContinuousSyncClock: SyncClock {
-    public init() {}
-    public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+package struct ContinuousSyncClock: SyncClock {
+    package init() {}
+    package func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
 }
 
 /// The SDK's settings, made by `AbrovaSyncConfigBuilder`.
@@ -104,10 +119,10 @@ public struct AbrovaSyncConfig: Sendable {
     /// Waits between attempts when the server cannot be reached.
     public let retryPolicy: RetryPolicy
     /// The clock those waits run on.
-    public let clock: any SyncClock
+    package let clock: any SyncClock
     /// Makes how requests reach the server, given the current token's reader; `nil`: HTTP
     /// (`HTTPTransport`: URLSession on Apple platforms, libcurl on Linux). Tests put others here.
-    public let makeTransport: TransportMaker?
+    package let makeTransport: TransportMaker?
     /// The most changes sent in one push.
     public let maximumBatchChanges: Int
     /// How long a request may take before the server counts as unreachable.
@@ -204,10 +219,10 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     /// The backoff between attempts while the server cannot be reached.
     public func retryPolicy(_ policy: RetryPolicy) -> Self { with { $0.retryPolicy = policy } }
     /// The clock of those waits (tests move a manual one).
-    public func clock(_ clock: any SyncClock) -> Self { with { $0.clock = clock } }
+    package func clock(_ clock: any SyncClock) -> Self { with { $0.clock = clock } }
     /// How requests reach the server (default: `HTTPTransport`), made from the reader of
     /// the current token (which `AbrovaSync.setAuthToken(_:)` replaces).
-    public func transport(_ make: @escaping TransportMaker) -> Self { with { $0.makeTransport = make } }
+    package func transport(_ make: @escaping TransportMaker) -> Self { with { $0.makeTransport = make } }
     /// How long a request may take before the server counts as unreachable (default 30 s).
     public func requestTimeout(_ timeout: Duration) -> Self { with { $0.requestTimeout = timeout } }
     /// The most changes in one push (default 500, the server's limit is 1,000).

@@ -1,3 +1,6 @@
+import AbrovaCore
+import AbrovaStore
+
 // The value types of the lower modules that apps name, and only those: the rest of AbrovaCore and
 // AbrovaStore (the CRDT state, the device store, the codec) stays out of an app's namespace.
 
@@ -13,3 +16,22 @@
 @_exported import struct AbrovaStore.DocumentSnapshot
 @_exported import enum AbrovaStore.OperationType
 @_exported import struct AbrovaStore.SnapshotMetadata
+
+// The module and its main class share the name AbrovaSync, so in an app `AbrovaSync.X` names a
+// member of the class: every type an app uses is one, and `AbrovaSync.Source` still means the
+// SDK's where the app has a `Source` of its own.
+extension AbrovaSync {
+    public typealias Conflict = AbrovaCore.Conflict
+    public typealias ConflictStrategy = AbrovaCore.ConflictStrategy
+    public typealias DocumentKey = AbrovaCore.DocumentKey
+    public typealias FieldPath = AbrovaCore.FieldPath
+    public typealias Refusal = AbrovaCore.Refusal
+    public typealias Value = AbrovaCore.Value
+    public typealias ValueError = AbrovaCore.ValueError
+    public typealias ValueLimits = AbrovaCore.ValueLimits
+    public typealias DocumentQuery = AbrovaStore.DocumentQuery
+    public typealias DocumentSnapshot = AbrovaStore.DocumentSnapshot
+    public typealias OperationType = AbrovaStore.OperationType
+    public typealias SnapshotMetadata = AbrovaStore.SnapshotMetadata
+    public typealias ConflictResolver = @Sendable (ConflictInfo) async -> ConflictResolution
+}

@@ -27,20 +27,20 @@ import Synchronization
 /// No cache, no cookies, no stored credentials. Redirects are not
 /// followed (a `POST` would be replayed as a `GET`); they are answered `.unreachable` naming the
 /// `Location`, which is a misconfigured `serverURL`.
-public final class HTTPTransport: SyncTransport {
+package final class HTTPTransport: SyncTransport {
     /// The server's base URL; the routes are appended to its path (`https://host/sync` serves
     /// `https://host/sync/v1/push`).
-    public let serverURL: URL
+    package let serverURL: URL
     /// How long a request may take, from its start to the last byte of the answer. libcurl (on
     /// Linux) counts milliseconds; URLSession counts whole seconds: a fraction is rounded up.
-    public let timeout: Duration
+    package let timeout: Duration
     /// The zstd level of compressed push bodies.
-    public let compressionLevel: Int32
+    package let compressionLevel: Int32
     /// Push bodies smaller than this many bytes are sent uncompressed (compression would not pay).
-    public let compressionThreshold: Int
+    package let compressionThreshold: Int
     /// The most bytes an answer may hold once decompressed; a larger one is abandoned as it
     /// arrives and reported `.unreachable`.
-    public let maximumAnswerBytes: Int
+    package let maximumAnswerBytes: Int
 
     private let apiKey: String
     private let token: @Sendable () -> String?
@@ -60,7 +60,7 @@ public final class HTTPTransport: SyncTransport {
     ///     server's work per change dominates, see Docs/BENCHMARKS.md).
     ///   - compressionThreshold: push bodies from this size (1 KiB by default) are compressed.
     ///   - maximumAnswerBytes: the largest answer accepted, decompressed (64 MiB by default).
-    public convenience init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
+    package convenience init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
                             timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
                             maximumAnswerBytes: Int = 64 << 20) {
         self.init(serverURL: serverURL, apiKey: apiKey, token: token, timeout: timeout, compressionLevel: compressionLevel,
@@ -90,7 +90,7 @@ public final class HTTPTransport: SyncTransport {
     ///
     /// - Throws: `TransportFailure`; after `.unreachable` the push may have been applied all the
     ///   same, so it is retried with the same body (the server answers a retry from its record).
-    public func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
+    package func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
         var request = try makeRequest(method: "POST", path: "/v1/push")
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         // zstd only fails when memory runs out; the server takes the plain body as well.
@@ -109,7 +109,7 @@ public final class HTTPTransport: SyncTransport {
     /// - Throws: `TransportFailure`; `.refused(410, _)` when the cursor is past removed
     ///   tombstones (pull again from the beginning), `.refused(400, _)` for a cursor the server
     ///   did not make or a `limit` outside 1...1,000.
-    public func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+    package func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
         var query = "limit=\(limit)"
         if let cursor { query += "&cursor=" + Self.percentEncoded(cursor) }
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/pull", query: query), timeout: timeout)
@@ -120,7 +120,7 @@ public final class HTTPTransport: SyncTransport {
     /// deleted.
     ///
     /// - Throws: `TransportFailure`; `.refused(403, _)` when the rules refuse the read.
-    public func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {
+    package func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {
         let path = "/v1/docs/" + Self.pathSegment(key.collection) + "/" + Self.pathSegment(key.id)
         let answer = try await send(try makeRequest(method: "GET", path: path), timeout: timeout)
         // Only the protocol's own 404 (with its JSON error body) says the document is missing;
@@ -134,7 +134,7 @@ public final class HTTPTransport: SyncTransport {
 
     /// `GET /v1/health`, waiting at most 5 s (or `timeout`, when shorter): whether the server
     /// answers 200.
-    public func isReachable() async -> Bool {
+    package func isReachable() async -> Bool {
         guard var request = try? makeRequest(method: "GET", path: "/v1/health", withCredentials: false) else { return false }
         let wait = min(timeout, Self.reachabilityTimeout)
         request.timeoutInterval = Self.seconds(wait)
@@ -148,7 +148,7 @@ public final class HTTPTransport: SyncTransport {
     /// none).
     ///
     /// - Throws: `TransportFailure`; `.unreachable` for an answer that is not the sync server's.
-    public func serverLimits() async throws(TransportFailure) -> ServerLimits? {
+    package func serverLimits() async throws(TransportFailure) -> ServerLimits? {
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/health", withCredentials: false), timeout: timeout)
         let health = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in
             guard let health = HealthResponse(body: bytes) else { throw Refusal.invalid("not the sync server's health answer") }
@@ -161,7 +161,7 @@ public final class HTTPTransport: SyncTransport {
     /// `nil` from a server without the route (404).
     ///
     /// - Throws: `TransportFailure` (`.unauthorized` for a token the server does not know).
-    public func sessionUser() async throws(TransportFailure) -> String?? {
+    package func sessionUser() async throws(TransportFailure) -> String?? {
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/session"), timeout: timeout)
         do {
             let session = try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in

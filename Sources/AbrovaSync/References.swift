@@ -2,196 +2,216 @@ import AbrovaCore
 import AbrovaStore
 import Foundation
 
-/// A value to write with `updateData`: a value, or one of the sentinels in the manner of
-/// Firestore's `FieldValue`.
-///
-///     try await cart.updateData(["qty.milk": 2, "items": .arrayUnion(["eggs"]), "coupon": .delete()])
-public enum FieldValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
-    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
-    /// Sets the field.
-    case value(Value)
-    /// Removes the field.
-    case remove
-    /// Adds elements to the set field (an observed-remove set: a concurrent add wins over a remove).
-    case setAdd([Value])
-    /// Removes elements from the set field (only the adds this device has seen).
-    case setRemove([Value])
-
-    /// Removes the field.
-    public static func delete() -> FieldValue { .remove }
-    /// Adds elements to the set field.
-    public static func arrayUnion(_ elements: [Value]) -> FieldValue { .setAdd(elements) }
-    /// Removes elements from the set field.
-    public static func arrayRemove(_ elements: [Value]) -> FieldValue { .setRemove(elements) }
-
-    public init(stringLiteral value: String) { self = .value(.string(value)) }
-    public init(integerLiteral value: Int64) { self = .value(.int(value)) }
-    public init(floatLiteral value: Double) { self = .value(.double(value)) }
-    public init(booleanLiteral value: Bool) { self = .value(.bool(value)) }
-    public init(arrayLiteral elements: Value...) { self = .value(.array(elements)) }
-    public init(dictionaryLiteral elements: (String, Value)...) {
-        self = .value(.map(Dictionary(elements, uniquingKeysWith: { _, last in last })))
-    }
-}
-
-/// A collection of documents.
-public struct CollectionReference: Sendable {
-    /// The collection's name.
-    public let name: String
-    let sync: AbrovaSync
-
-    /// The document with this id (it need not exist).
-    public func document(_ id: String) -> DocumentReference { DocumentReference(key: DocumentKey(collection: name, id: id), sync: sync) }
-
-    /// A new document with an id made on the device (a UUID).
-    public func document() -> DocumentReference { document(UUID().uuidString.lowercased()) }
-
-    /// Adds a document with a new id, as `setData` would write it.
+extension AbrovaSync {
+    /// A value to write with `updateData`: a value, or one of the sentinels in the manner of
+    /// Firestore's `FieldValue`.
     ///
-    /// - Throws: `AbrovaSyncError` (see `DocumentReference.setData(_:)`).
-    @discardableResult
-    public func add(data: [String: Value]) async throws(AbrovaSyncError) -> DocumentReference {
-        let reference = document()
-        try await reference.setData(data)
-        return reference
-    }
+    ///     try await cart.updateData(["qty.milk": 2, "items": .arrayUnion(["eggs"]), "coupon": .delete()])
+    public enum FieldValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+        ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
+        /// Sets the field.
+        case value(Value)
+        /// Removes the field.
+        case remove
+        /// Adds elements to the set field (an observed-remove set: a concurrent add wins over a remove).
+        case setAdd([Value])
+        /// Removes elements from the set field (only the adds this device has seen).
+        case setRemove([Value])
 
-    /// Adds a document encoded from `value`.
-    @discardableResult
-    public func add(from value: some Encodable) async throws(AbrovaSyncError) -> DocumentReference {
-        try await add(data: try encodeDocument(value))
-    }
+        /// Removes the field.
+        public static func delete() -> FieldValue { .remove }
+        /// Adds elements to the set field.
+        public static func arrayUnion(_ elements: [Value]) -> FieldValue { .setAdd(elements) }
+        /// Removes elements from the set field.
+        public static func arrayRemove(_ elements: [Value]) -> FieldValue { .setRemove(elements) }
 
-    /// A query over this collection on the device (filters, order, limit).
-    public var query: DocumentQuery { DocumentQuery(collection: name) }
-
-    /// The documents matching `query` (by default all of this collection), from the device.
-    ///
-    /// - Throws: `AbrovaSyncError` `.refused` (400) for a query the store cannot run.
-    public func getDocuments(_ query: DocumentQuery? = nil) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
-        do {
-            return try await sync.store.documents(matching: query ?? self.query)
-        } catch {
-            throw AbrovaSyncError.wrapping(error)
+        public init(stringLiteral value: String) { self = .value(.string(value)) }
+        public init(integerLiteral value: Int64) { self = .value(.int(value)) }
+        public init(floatLiteral value: Double) { self = .value(.double(value)) }
+        public init(booleanLiteral value: Bool) { self = .value(.bool(value)) }
+        public init(arrayLiteral elements: Value...) { self = .value(.array(elements)) }
+        public init(dictionaryLiteral elements: (String, Value)...) {
+            self = .value(.map(Dictionary(elements, uniquingKeysWith: { _, last in last })))
         }
     }
-
-    /// The query's documents now and after every change to them.
-    public func snapshots(_ query: DocumentQuery? = nil) async -> AsyncStream<[DocumentSnapshot]> {
-        let query = query ?? self.query
-        return await sync.followingStore { await $0.changes(matching: query) }
-    }
-
-    /// Calls `listener` with the query's documents now and after every change, until the
-    /// registration is removed.
-    public func addSnapshotListener(_ query: DocumentQuery? = nil,
-                                    _ listener: @escaping @Sendable ([DocumentSnapshot]) -> Void) async -> ListenerRegistration {
-        let stream = await snapshots(query)
-        return ListenerRegistration(Task { for await documents in stream { listener(documents) } })
-    }
 }
 
-/// One document.
-public struct DocumentReference: Sendable {
-    /// The document's collection and id.
-    public let key: DocumentKey
-    let sync: AbrovaSync
+/// `AbrovaSync.FieldValue`, by its short name.
+public typealias FieldValue = AbrovaSync.FieldValue
 
-    /// The document's id.
-    public var documentID: String { key.id }
+extension AbrovaSync {
+    /// A collection of documents.
+    public struct CollectionReference: Sendable {
+        /// The collection's name.
+        public let name: String
+        let sync: AbrovaSync
 
-    /// Reads the document: from the server when it can be reached (pending edits overlaid),
-    /// else from the device; `source` can insist on either.
-    ///
-    /// - Throws: `AbrovaSyncError`: `.refused` with the server's status (403 when the rules
-    ///   refuse); `.unreachable` when the server is needed and cannot be reached.
-    public func getDocument(source: Source = .default) async throws(AbrovaSyncError) -> DocumentSnapshot {
-        try await sync.read(key, source: source)
-    }
+        /// The document with this id (it need not exist).
+        public func document(_ id: String) -> DocumentReference { DocumentReference(key: DocumentKey(collection: name, id: id), sync: sync) }
 
-    /// Reads the document decoded as `type` (`nil` when it does not exist).
-    public func getDocument<T: Decodable>(as type: T.Type, source: Source = .default) async throws(AbrovaSyncError) -> T? {
-        guard let data = try await getDocument(source: source).data else { return nil }
-        return try decodeDocument(type, from: data)
-    }
+        /// A new document with an id made on the device (a UUID).
+        public func document() -> DocumentReference { document(UUID().uuidString.lowercased()) }
 
-    /// Replaces the document (creating it) with exactly these fields.
-    ///
-    /// - Throws: `AbrovaSyncError`: `.refused` with the server's reason (`forbidden` by the rules,
-    ///   `invalid` data) or the device's (`invalid` for a value that cannot be stored); nothing is
-    ///   queued then.
-    @discardableResult
-    public func setData(_ data: [String: Value]) async throws(AbrovaSyncError) -> DocumentSnapshot {
-        let key = key
-        return try await sync.write(key) { store, online in try await store.write(.set(data), for: key, asWritten: online) }
-    }
+        /// Adds a document with a new id, as `setData` would write it.
+        ///
+        /// - Throws: `AbrovaSyncError` (see `DocumentReference.setData(_:)`).
+        @discardableResult
+        public func add(data: [String: Value]) async throws(AbrovaSyncError) -> DocumentReference {
+            let reference = document()
+            try await reference.setData(data)
+            return reference
+        }
 
-    /// Replaces the document with `value` encoded.
-    @discardableResult
-    public func setData(from value: some Encodable) async throws(AbrovaSyncError) -> DocumentSnapshot {
-        try await setData(try encodeDocument(value))
-    }
+        /// Adds a document encoded from `value`.
+        @discardableResult
+        public func add(from value: some Encodable) async throws(AbrovaSyncError) -> DocumentReference {
+            try await add(data: try encodeDocument(value))
+        }
 
-    /// Updates fields by dotted path: values, removals and set changes (`FieldValue`).
-    ///
-    /// - Throws: `AbrovaSyncError`: `.refused` for `notFound` when the document does not exist; otherwise as
-    ///   `setData(_:)`.
-    @discardableResult
-    public func updateData(_ fields: [String: FieldValue]) async throws(AbrovaSyncError) -> DocumentSnapshot {
-        var assignments: [FieldPath: Value] = [:]
-        var removals: [FieldPath] = []
-        var adds: [FieldPath: [Value]] = [:]
-        var removes: [FieldPath: [Value]] = [:]
-        for (dotted, change) in fields {
-            let path: FieldPath
+        /// A query over this collection on the device (filters, order, limit).
+        public var query: DocumentQuery { DocumentQuery(collection: name) }
+
+        /// The documents matching `query` (by default all of this collection), from the device.
+        ///
+        /// - Throws: `AbrovaSyncError` `.refused` (400) for a query the store cannot run.
+        public func getDocuments(_ query: DocumentQuery? = nil) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
             do {
-                path = try FieldPath(dotted)
+                return try await sync.store.documents(matching: query ?? self.query)
             } catch {
-                throw AbrovaSyncError(.refused, reason: error.reason, message: error.description)
-            }
-            switch change {
-            case .value(let value): assignments[path] = value
-            case .remove: removals.append(path)
-            case .setAdd(let elements): adds[path] = elements
-            case .setRemove(let elements): removes[path] = elements
+                throw AbrovaSyncError.wrapping(error)
             }
         }
-        let key = key
-        return try await sync.write(key) { [assignments, removals, adds, removes] store, online in
-            try await store.write(.update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key, asWritten: online)
+
+        /// The query's documents now and after every change to them.
+        public func snapshots(_ query: DocumentQuery? = nil) async -> AsyncStream<[DocumentSnapshot]> {
+            let query = query ?? self.query
+            return await sync.followingStore { await $0.changes(matching: query) }
         }
-    }
 
-    /// Deletes the document.
-    @discardableResult
-    public func delete() async throws(AbrovaSyncError) -> DocumentSnapshot {
-        let key = key
-        return try await sync.write(key) { store, online in try await store.write(.delete, for: key, asWritten: online) }
-    }
-
-    /// The document now and after every change (local writes, rollbacks, pulled changes).
-    public func snapshots() async -> AsyncStream<DocumentSnapshot> {
-        let key = key
-        return await sync.followingStore { await $0.changes(of: key) }
-    }
-
-    /// Calls `listener` with the document now and after every change, until the registration is
-    /// removed. A rolled-back write's snapshot says so (`metadata.isRollback`).
-    public func addSnapshotListener(_ listener: @escaping @Sendable (DocumentSnapshot) -> Void) async -> ListenerRegistration {
-        let stream = await snapshots()
-        return ListenerRegistration(Task { for await snapshot in stream { listener(snapshot) } })
+        /// Calls `listener` with the query's documents now and after every change, until the
+        /// registration is removed.
+        public func addSnapshotListener(_ query: DocumentQuery? = nil,
+                                        _ listener: @escaping @Sendable ([DocumentSnapshot]) -> Void) async -> ListenerRegistration {
+            let stream = await snapshots(query)
+            return ListenerRegistration(Task { for await documents in stream { listener(documents) } })
+        }
     }
 }
 
-/// A snapshot listener's registration: `remove()` stops it.
-public final class ListenerRegistration: Sendable {
-    private let task: Task<Void, Never>
+/// `AbrovaSync.CollectionReference`, by its short name.
+public typealias CollectionReference = AbrovaSync.CollectionReference
 
-    init(_ task: Task<Void, Never>) { self.task = task }
+extension AbrovaSync {
+    /// One document.
+    public struct DocumentReference: Sendable {
+        /// The document's collection and id.
+        public let key: DocumentKey
+        let sync: AbrovaSync
 
-    /// Stops the listener.
-    public func remove() { task.cancel() }
+        /// The document's id.
+        public var documentID: String { key.id }
+
+        /// Reads the document: from the server when it can be reached (pending edits overlaid),
+        /// else from the device; `source` can insist on either.
+        ///
+        /// - Throws: `AbrovaSyncError`: `.refused` with the server's status (403 when the rules
+        ///   refuse); `.unreachable` when the server is needed and cannot be reached.
+        public func getDocument(source: Source = .default) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await sync.read(key, source: source)
+        }
+
+        /// Reads the document decoded as `type` (`nil` when it does not exist).
+        public func getDocument<T: Decodable>(as type: T.Type, source: Source = .default) async throws(AbrovaSyncError) -> T? {
+            guard let data = try await getDocument(source: source).data else { return nil }
+            return try decodeDocument(type, from: data)
+        }
+
+        /// Replaces the document (creating it) with exactly these fields.
+        ///
+        /// - Throws: `AbrovaSyncError`: `.refused` with the server's reason (`forbidden` by the rules,
+        ///   `invalid` data) or the device's (`invalid` for a value that cannot be stored); nothing is
+        ///   queued then.
+        @discardableResult
+        public func setData(_ data: [String: Value]) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            let key = key
+            return try await sync.write(key) { store, online in try await store.write(.set(data), for: key, asWritten: online) }
+        }
+
+        /// Replaces the document with `value` encoded.
+        @discardableResult
+        public func setData(from value: some Encodable) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await setData(try encodeDocument(value))
+        }
+
+        /// Updates fields by dotted path: values, removals and set changes (`FieldValue`).
+        ///
+        /// - Throws: `AbrovaSyncError`: `.refused` for `notFound` when the document does not exist; otherwise as
+        ///   `setData(_:)`.
+        @discardableResult
+        public func updateData(_ fields: [String: FieldValue]) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            var assignments: [FieldPath: Value] = [:]
+            var removals: [FieldPath] = []
+            var adds: [FieldPath: [Value]] = [:]
+            var removes: [FieldPath: [Value]] = [:]
+            for (dotted, change) in fields {
+                let path: FieldPath
+                do {
+                    path = try FieldPath(dotted)
+                } catch {
+                    throw AbrovaSyncError(.refused, reason: error.reason, message: error.description)
+                }
+                switch change {
+                case .value(let value): assignments[path] = value
+                case .remove: removals.append(path)
+                case .setAdd(let elements): adds[path] = elements
+                case .setRemove(let elements): removes[path] = elements
+                }
+            }
+            let key = key
+            return try await sync.write(key) { [assignments, removals, adds, removes] store, online in
+                try await store.write(.update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key, asWritten: online)
+            }
+        }
+
+        /// Deletes the document.
+        @discardableResult
+        public func delete() async throws(AbrovaSyncError) -> DocumentSnapshot {
+            let key = key
+            return try await sync.write(key) { store, online in try await store.write(.delete, for: key, asWritten: online) }
+        }
+
+        /// The document now and after every change (local writes, rollbacks, pulled changes).
+        public func snapshots() async -> AsyncStream<DocumentSnapshot> {
+            let key = key
+            return await sync.followingStore { await $0.changes(of: key) }
+        }
+
+        /// Calls `listener` with the document now and after every change, until the registration is
+        /// removed. A rolled-back write's snapshot says so (`metadata.isRollback`).
+        public func addSnapshotListener(_ listener: @escaping @Sendable (DocumentSnapshot) -> Void) async -> ListenerRegistration {
+            let stream = await snapshots()
+            return ListenerRegistration(Task { for await snapshot in stream { listener(snapshot) } })
+        }
+    }
 }
+
+/// `AbrovaSync.DocumentReference`, by its short name.
+public typealias DocumentReference = AbrovaSync.DocumentReference
+
+extension AbrovaSync {
+    /// A snapshot listener's registration: `remove()` stops it.
+    public final class ListenerRegistration: Sendable {
+        private let task: Task<Void, Never>
+
+        init(_ task: Task<Void, Never>) { self.task = task }
+
+        /// Stops the listener.
+        public func remove() { task.cancel() }
+    }
+}
+
+/// `AbrovaSync.ListenerRegistration`, by its short name.
+public typealias ListenerRegistration = AbrovaSync.ListenerRegistration
 
 extension DocumentSnapshot {
     /// The document decoded as `type` (`nil` when it does not exist).

@@ -3,68 +3,93 @@ import AbrovaStore
 import AbrovaWire
 import Foundation
 
-/// Whether the device is in sync: the seed's four states.
-public enum SyncState: String, Hashable, Sendable {
-    /// Nothing to send, or everything sent.
-    case idle
-    /// A sync is running.
-    case syncing
-    /// The server cannot be reached, or the app called `disconnect()`: writes are queued.
-    case offline
-    /// Sync stopped on an error that waiting will not fix (a refused token, a failing store);
-    /// `AbrovaSync.lastError` says which.
-    case error
-}
-
-/// The connection to the server, as the SDK last saw it.
-public enum ConnectionState: String, Hashable, Sendable {
-    /// Not known yet, or being probed.
-    case connecting
-    /// The server answered.
-    case connected
-    /// The server cannot be reached, or the app disconnected.
-    case disconnected
-    /// The server refused the credentials.
-    case error
-}
-
-/// How far a sync run has come: the changes it sent and the documents it pulled so far.
-public struct SyncProgress: Hashable, Sendable {
-    /// Changes sent and answered in this run.
-    public var pushedChanges = 0
-    /// Documents pulled in this run.
-    public var pulledDocuments = 0
-    /// Whether the server has more pages to pull.
-    public var isPulling = false
-}
-
-/// A queued write the server refused when it was finally sent: it was dropped and its document
-/// rolled back to the server's version.
-public struct DocumentRejection: Hashable, Sendable {
-    /// The document's id.
-    public let documentId: String
-    /// Its collection.
-    public let collection: String
-    /// What the write did.
-    public let operation: OperationType
-    /// The server's refusal (`statusCode` 403 when the rules refused).
-    public let error: AbrovaSyncError
-}
-
-/// The seed's name for the listener protocol, `SyncEngine.SyncListener`: what apps see of the
-/// engine, which is the SDK's own (`SyncRunner`).
-public enum SyncEngine {
-    /// Hears of sync events; every method has a default that does nothing, so an app implements
-    /// only what it needs. Listeners are held weakly: keep a reference.
-    public protocol SyncListener: AnyObject, Sendable {
-        func onSyncStarted()
-        func onSyncCompleted(syncedCount: Int)
-        func onSyncFailed(error: Error)
-        func onConflictDetected(conflict: ConflictInfo)
-        func onDocumentSynced(documentId: String, operation: OperationType)
-        func onDocumentRejected(documentId: String, operation: OperationType, error: Error)
+extension AbrovaSync {
+    /// Whether the device is in sync: the seed's four states.
+    public enum SyncState: String, Hashable, Sendable {
+        /// Nothing to send, or everything sent.
+        case idle
+        /// A sync is running.
+        case syncing
+        /// The server cannot be reached, or the app called `disconnect()`: writes are queued.
+        case offline
+        /// Sync stopped on an error that waiting will not fix (a refused token, a failing store);
+        /// `AbrovaSync.lastError` says which.
+        case error
     }
 }
+
+/// `AbrovaSync.SyncState`, by its short name.
+public typealias SyncState = AbrovaSync.SyncState
+
+extension AbrovaSync {
+    /// The connection to the server, as the SDK last saw it.
+    public enum ConnectionState: String, Hashable, Sendable {
+        /// Not known yet, or being probed.
+        case connecting
+        /// The server answered.
+        case connected
+        /// The server cannot be reached, or the app disconnected.
+        case disconnected
+        /// The server refused the credentials.
+        case error
+    }
+}
+
+/// `AbrovaSync.ConnectionState`, by its short name.
+public typealias ConnectionState = AbrovaSync.ConnectionState
+
+extension AbrovaSync {
+    /// How far a sync run has come: the changes it sent and the documents it pulled so far.
+    public struct SyncProgress: Hashable, Sendable {
+        /// Changes sent and answered in this run.
+        public var pushedChanges = 0
+        /// Documents pulled in this run.
+        public var pulledDocuments = 0
+        /// Whether the server has more pages to pull.
+        public var isPulling = false
+    }
+}
+
+/// `AbrovaSync.SyncProgress`, by its short name.
+public typealias SyncProgress = AbrovaSync.SyncProgress
+
+extension AbrovaSync {
+    /// A queued write the server refused when it was finally sent: it was dropped and its document
+    /// rolled back to the server's version.
+    public struct DocumentRejection: Hashable, Sendable {
+        /// The document's id.
+        public let documentId: String
+        /// Its collection.
+        public let collection: String
+        /// What the write did.
+        public let operation: OperationType
+        /// The server's refusal (`statusCode` 403 when the rules refused).
+        public let error: AbrovaSyncError
+    }
+}
+
+/// `AbrovaSync.DocumentRejection`, by its short name.
+public typealias DocumentRejection = AbrovaSync.DocumentRejection
+
+extension AbrovaSync {
+    /// The seed's name for the listener protocol, `SyncEngine.SyncListener`: what apps see of the
+    /// engine, which is the SDK's own (`SyncRunner`).
+    public enum SyncEngine {
+        /// Hears of sync events; every method has a default that does nothing, so an app implements
+        /// only what it needs. Listeners are held weakly: keep a reference.
+        public protocol SyncListener: AnyObject, Sendable {
+            func onSyncStarted()
+            func onSyncCompleted(syncedCount: Int)
+            func onSyncFailed(error: Error)
+            func onConflictDetected(conflict: ConflictInfo)
+            func onDocumentSynced(documentId: String, operation: OperationType)
+            func onDocumentRejected(documentId: String, operation: OperationType, error: Error)
+        }
+    }
+}
+
+/// `AbrovaSync.SyncEngine`, by its short name.
+public typealias SyncEngine = AbrovaSync.SyncEngine
 
 /// Runs sync for one device store: pushes queued writes in batches (before pulling), pulls
 /// pages, settles answers, tells listeners, and retries with backoff while the server cannot be

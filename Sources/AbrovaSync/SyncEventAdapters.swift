@@ -94,55 +94,60 @@ extension SyncEngine.SyncListener {
 
 // MARK: Observable status
 
-/// The sync status for SwiftUI: an `@Observable` object on the main actor that follows the SDK's
-/// events, so a view that reads `syncState`, `pendingCount` or `progress` updates by itself.
-///
-///     @State private var status = AbrovaSync.shared.makeStatus()
-///     Text(status.pendingCount == 0 ? "All synced" : "\(status.pendingCount) waiting")
-@MainActor @Observable
-public final class SyncStatus {
-    /// The sync state.
-    public private(set) var syncState: SyncState = .idle
-    /// Writes waiting to be sent.
-    public private(set) var pendingCount = 0
-    /// The connection to the server.
-    public private(set) var connectionState: ConnectionState = .connecting
-    /// The latest queued write the server refused.
-    public private(set) var lastRejection: DocumentRejection?
-    /// How far the latest sync run has come: changes sent, documents pulled, whether more pages
-    /// wait (an initial sync's progress bar).
-    public private(set) var progress = SyncProgress()
+extension AbrovaSync {
+    /// The sync status for SwiftUI: an `@Observable` object on the main actor that follows the SDK's
+    /// events, so a view that reads `syncState`, `pendingCount` or `progress` updates by itself.
+    ///
+    ///     @State private var status = AbrovaSync.shared.makeStatus()
+    ///     Text(status.pendingCount == 0 ? "All synced" : "\(status.pendingCount) waiting")
+    @MainActor @Observable
+    public final class SyncStatus {
+        /// The sync state.
+        public private(set) var syncState: SyncState = .idle
+        /// Writes waiting to be sent.
+        public private(set) var pendingCount = 0
+        /// The connection to the server.
+        public private(set) var connectionState: ConnectionState = .connecting
+        /// The latest queued write the server refused.
+        public private(set) var lastRejection: DocumentRejection?
+        /// How far the latest sync run has come: changes sent, documents pulled, whether more pages
+        /// wait (an initial sync's progress bar).
+        public private(set) var progress = SyncProgress()
 
-    @ObservationIgnored private var follower: Task<Void, Never>?
+        @ObservationIgnored private var follower: Task<Void, Never>?
 
-    init(following events: SyncEvents) {
-        // Only what it shows crosses to the main actor (not every document synced).
-        let shown = events.stream { Self.shows($0) ? $0 : nil }
-        follower = Task { [weak self] in for await event in shown { self?.show(event) } }
-    }
-
-    isolated deinit {
-        follower?.cancel()
-    }
-
-    private nonisolated static func shows(_ event: SyncEvent) -> Bool {
-        switch event {
-        case .syncState, .pendingCount, .connectionState, .documentRejected, .progress: true
-        case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: false
+        init(following events: SyncEvents) {
+            // Only what it shows crosses to the main actor (not every document synced).
+            let shown = events.stream { Self.shows($0) ? $0 : nil }
+            follower = Task { [weak self] in for await event in shown { self?.show(event) } }
         }
-    }
 
-    private func show(_ event: SyncEvent) {
-        switch event {
-        case .syncState(let state): syncState = state
-        case .pendingCount(let count): pendingCount = count
-        case .connectionState(let state): connectionState = state
-        case .documentRejected(let rejection): lastRejection = rejection
-        case .progress(let step): progress = step
-        case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: break
+        isolated deinit {
+            follower?.cancel()
+        }
+
+        private nonisolated static func shows(_ event: SyncEvent) -> Bool {
+            switch event {
+            case .syncState, .pendingCount, .connectionState, .documentRejected, .progress: true
+            case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: false
+            }
+        }
+
+        private func show(_ event: SyncEvent) {
+            switch event {
+            case .syncState(let state): syncState = state
+            case .pendingCount(let count): pendingCount = count
+            case .connectionState(let state): connectionState = state
+            case .documentRejected(let rejection): lastRejection = rejection
+            case .progress(let step): progress = step
+            case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: break
+            }
         }
     }
 }
+
+/// `AbrovaSync.SyncStatus`, by its short name.
+public typealias SyncStatus = AbrovaSync.SyncStatus
 
 extension AbrovaSync {
     /// An observable status that follows this instance.

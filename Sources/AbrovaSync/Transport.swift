@@ -2,7 +2,7 @@ import AbrovaCore
 import AbrovaWire
 
 /// Why a request to the sync server did not succeed, sorted by what the SDK does next.
-public enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertible {
+package enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertible {
     /// The server could not be reached or did not answer usefully: no network, a timeout, a reset
     /// connection, a 5xx or 429 status, an answer that cannot be read. A push may have been
     /// applied all the same, so it is retried with the same body; reads fall back to the cache.
@@ -15,7 +15,7 @@ public enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertible
     /// the way (a proxy, a captive portal) and is `.unreachable`: the sync server never saw it.
     case refused(reason: Refusal.Reason, message: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unreachable(let reason): "the server cannot be reached: \(reason)"
         case .unauthorized(let message): "unauthenticated: \(message)"
@@ -26,7 +26,7 @@ public enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertible
 
 /// The routes of Spec/protocol.md as the SDK calls them. `HTTPTransport` is the real one; tests
 /// may put a fault-injecting one in its place.
-public protocol SyncTransport: Sendable {
+package protocol SyncTransport: Sendable {
     /// `POST /v1/push` with a push body (`PushRequest.body`, sent as is: a retry must repeat the
     /// bytes); the server's answer.
     func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse
@@ -45,7 +45,7 @@ public protocol SyncTransport: Sendable {
 
 extension SyncTransport {
     /// A transport that cannot ask announces no limits: batches are cut by the SDK's defaults.
-    public func serverLimits() async throws(TransportFailure) -> ServerLimits? { nil }
+    package func serverLimits() async throws(TransportFailure) -> ServerLimits? { nil }
     /// A transport that cannot ask names nobody: the store's user is taken on trust.
-    public func sessionUser() async throws(TransportFailure) -> String?? { nil }
+    package func sessionUser() async throws(TransportFailure) -> String?? { nil }
 }
