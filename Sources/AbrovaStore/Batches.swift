@@ -8,7 +8,7 @@ extension LocalStore {
     /// strategy `strategyOf` gives its document (frozen with it, so that a retry is the same batch
     /// whatever the app's settings are by then). `nil` when nothing is unsent.
     package func freezeBatch(maximumChanges: Int = .max, maximumBytes: Int = .max,
-                            strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }) throws -> FrozenBatch? {
+                            strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }) throws(StoreError) -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
             // The changes of a document whose conflict the resolver is deciding wait for it (the
@@ -80,7 +80,7 @@ extension LocalStore {
     /// batches under new numbers. Nothing else changes: the views and the unsent writes stay.
     ///
     /// - Throws: `StoreError`.
-    package func unfreezeBatch() throws {
+    package func unfreezeBatch() throws(StoreError) {
         try translatingErrors {
             guard try inflightBatch() != nil else { return }
             let rows = try database.query("SELECT \(QueueRow.inflightColumns) FROM inflight ORDER BY position", [], QueueRow.init)
@@ -111,7 +111,7 @@ extension LocalStore {
     /// is dropped and its conflicts returned for the app's resolver.
     ///
     /// - Throws: `StoreError` `.unexpectedAnswer` when the answer does not fit the batch in flight.
-    package func settle(batch sequence: Int64, results: [ChangeResult]) throws -> SettleReport {
+    package func settle(batch sequence: Int64, results: [ChangeResult]) throws(StoreError) -> SettleReport {
         try translatingErrors {
             guard let frozen = try inflightBatch(), frozen.batch.sequence == sequence else {
                 throw StoreError(.unexpectedAnswer, "batch \(sequence) is not the batch in flight")

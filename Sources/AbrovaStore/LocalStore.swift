@@ -38,7 +38,7 @@ package actor LocalStore {
     ///   for a file that is not a store, `.corrupt` for a damaged one.
     /// A store opened `claimingFor` a user takes them as its owner when it has none yet
     /// (`owner()`); `ownerAtOpen` says whose it is once open.
-    package init(path: String, durability: Database.Durability = .normal, claimingFor claimant: String?? = nil) throws {
+    package init(path: String, durability: Database.Durability = .normal, claimingFor claimant: String?? = nil) throws(StoreError) {
         self.path = path
         do {
             // The app's process owns its store: exclusive locking spares a file lock per transaction.
@@ -67,8 +67,8 @@ package actor LocalStore {
             }
             memory = StoreMemory(unsentRows: unsentRows, tail: tail, nextBatch: (storedNextBatch ?? nil) ?? 1, heldDocuments: heldDocuments,
                                  isResyncing: isResyncing)
-        } catch let error as SQLiteError {
-            throw StoreError(error)
+        } catch {
+            throw StoreError.translating(error)
         }
     }
 
@@ -114,13 +114,13 @@ package actor LocalStore {
     ///
     /// - Throws: `StoreError` `.invalidValue` naming the field when a value cannot be stored.
     @discardableResult
-    package func add(to collection: String, data: [String: Value]) throws -> DocumentSnapshot {
+    package func add(to collection: String, data: [String: Value]) throws(StoreError) -> DocumentSnapshot {
         try setData(data, for: DocumentKey(collection: collection, id: UUID().uuidString.lowercased()))
     }
 
     /// Replaces the document (creating it when there is none) with exactly these fields.
     @discardableResult
-    package func setData(_ data: [String: Value], for key: DocumentKey) throws -> DocumentSnapshot {
+    package func setData(_ data: [String: Value], for key: DocumentKey) throws(StoreError) -> DocumentSnapshot {
         try write(.set(data), for: key).snapshot
     }
 
@@ -130,13 +130,13 @@ package actor LocalStore {
     /// - Throws: `StoreError` `.documentNotFound` when the document does not exist.
     @discardableResult
     package func updateData(for key: DocumentKey, set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
-                           setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:]) throws -> DocumentSnapshot {
+                           setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:]) throws(StoreError) -> DocumentSnapshot {
         try write(.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove), for: key).snapshot
     }
 
     /// Deletes the document.
     @discardableResult
-    package func delete(_ key: DocumentKey) throws -> DocumentSnapshot {
+    package func delete(_ key: DocumentKey) throws(StoreError) -> DocumentSnapshot {
         try write(.delete, for: key).snapshot
     }
 
@@ -147,7 +147,7 @@ package actor LocalStore {
     /// whatever the collection's strategy: it composes only with writes made the same way, so
     /// that no queued write is sent under its policy, nor it under theirs.
     package func write(_ operation: WriteOperation, for key: DocumentKey,
-                       asWritten: Bool = false) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
+                       asWritten: Bool = false) throws(StoreError) -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         try translatingErrors {
             switch operation {
             case .set(let data):
@@ -219,7 +219,7 @@ package actor LocalStore {
     /// rollback. Returns whether it was undone.
     ///
     /// - Throws: `StoreError`.
-    package func takeBack(_ receipt: WriteReceipt) throws -> Bool {
+    package func takeBack(_ receipt: WriteReceipt) throws(StoreError) -> Bool {
         try translatingErrors {
             let key = receipt.change.key
             guard let newest = try database.queryFirst(
@@ -251,11 +251,11 @@ package actor LocalStore {
     // MARK: Reads
 
     /// The document as the app sees it.
-    package func document(_ key: DocumentKey) throws -> DocumentSnapshot {
+    package func document(_ key: DocumentKey) throws(StoreError) -> DocumentSnapshot {
         let hasPendingWrites = memory.unsent[key] != nil
         let metadata = SnapshotMetadata(hasPendingWrites: hasPendingWrites, isFromCache: true)
         if let cached = memory.cache[key] { return DocumentSnapshot(key: key, state: cached.view, metadata: metadata) }
-        do {
+        return try translatingErrors {
             let viewJSON: String?
             if let unsentDocument = memory.unsent[key] {
                 viewJSON = unsentDocument.viewJSON
@@ -264,15 +264,11 @@ package actor LocalStore {
                                                    [.text(key.collection), .text(key.id)]) { $0.text(0) } ?? nil
             }
             return DocumentSnapshot(key: key, data: try viewJSON.map { try Value(json: $0) }, metadata: metadata)
-        } catch let error as SQLiteError {
-            throw StoreError(error)
-        } catch let error as ValueError {
-            throw StoreError(.corrupt, "a stored document cannot be read: \(error)")
         }
     }
 
     /// The documents that match a query, evaluated in SQLite.
-    package func documents(matching query: DocumentQuery) throws -> [DocumentSnapshot] {
+    package func documents(matching query: DocumentQuery) throws(StoreError) -> [DocumentSnapshot] {
         // A document's view is the one after its newest unsent change, else its confirmed view.
         // (Pending sequences are offset past every in-flight position: pending comes later.)
         var sql = """
@@ -312,21 +308,17 @@ package actor LocalStore {
             bindings.append(.integer(Int64(max(limit, 0))))
             sql += " LIMIT ?\(bindings.count)"
         }
-        do {
+        return try translatingErrors {
             let rows = try database.query(sql, bindings) { row in (row.text(0) ?? "", row.text(1) ?? "null", row.integer(2)) }
             return try rows.map { id, view, unsent in
                 let key = DocumentKey(collection: query.collection, id: id)
                 return DocumentSnapshot(key: key, data: try Value(json: view),
                                         metadata: SnapshotMetadata(hasPendingWrites: unsent > 0, isFromCache: true))
             }
-        } catch let error as SQLiteError {
-            throw StoreError(error)
-        } catch let error as ValueError {
-            throw StoreError(.corrupt, "a stored document cannot be read: \(error)")
         }
     }
 
-    private static func jsonPath(_ path: FieldPath) throws -> String {
+    private static func jsonPath(_ path: FieldPath) throws(StoreError) -> String {
         var result = "$"
         for segment in path.segments {
             guard !segment.contains("\"") else {
@@ -516,16 +508,28 @@ package actor LocalStore {
     }
 }
 
-/// Runs `body`, turning SQLite's errors into the store's.
-func translatingErrors<T>(_ body: () throws -> T) throws -> T {
+/// Runs `body`: the one place the store's failures become `StoreError`, which is all its API
+/// throws. SQLite's errors are named by what they mean for the store; a stored value that no
+/// longer reads (a `ValueError` that no step turned into a refusal first) is damage.
+func translatingErrors<T>(_ body: () throws -> T) throws(StoreError) -> T {
     do {
         return try body()
-    } catch let error as SQLiteError {
-        throw StoreError(error)
+    } catch {
+        throw StoreError.translating(error)
     }
 }
 
 extension StoreError {
+    /// Any failure below the store's API, as the store reports it (see `translatingErrors`).
+    static func translating(_ error: any Error) -> StoreError {
+        switch error {
+        case let error as StoreError: error
+        case let error as SQLiteError: StoreError(error)
+        case let error as ValueError: StoreError(.corrupt, "a stored value cannot be read: \(error)")
+        default: StoreError(.database, "\(error)")
+        }
+    }
+
     /// An SQLite failure, named by what it means for the store.
     init(_ error: SQLiteError) {
         switch error.code.primary {

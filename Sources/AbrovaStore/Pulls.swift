@@ -6,7 +6,7 @@ extension LocalStore {
     /// unsent changes keeps them overlaid: the page replaces only its confirmed part. Without a
     /// cursor (documents read online), the cursor stays where it is: states join, so a later page
     /// holding the same documents changes nothing.
-    package func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws {
+    package func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws(StoreError) {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
             var inserted: Set<DocumentKey> = []
@@ -52,7 +52,7 @@ extension LocalStore {
     }
 
     /// The pull cursor saved with the last applied page, or `nil` before the first.
-    package func pullCursor() throws -> String? {
+    package func pullCursor() throws(StoreError) -> String? {
         try translatingErrors { try meta("cursor") }
     }
 
@@ -63,7 +63,7 @@ extension LocalStore {
     /// join them. Kept in the file, so a resync cut short goes on at the next start.
     ///
     /// - Throws: `StoreError`.
-    package func beginResync() throws {
+    package func beginResync() throws(StoreError) {
         try translatingErrors {
             try database.write { database in
                 try database.run("DELETE FROM meta WHERE key = 'cursor'")
@@ -82,7 +82,7 @@ extension LocalStore {
     ///
     /// - Throws: `StoreError`.
     @discardableResult
-    package func endOfPull() throws -> Set<DocumentKey> {
+    package func endOfPull() throws(StoreError) -> Set<DocumentKey> {
         try translatingErrors {
             guard memory.isResyncing else { return [] }
             let unseen = try database.query("SELECT collection, id FROM resync_unseen") { row in

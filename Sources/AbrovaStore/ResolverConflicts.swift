@@ -6,7 +6,7 @@ extension LocalStore {
     /// written (by document).
     ///
     /// - Throws: `StoreError`.
-    package func unresolvedConflicts() throws -> [UnresolvedConflict] {
+    package func unresolvedConflicts() throws(StoreError) -> [UnresolvedConflict] {
         try translatingErrors {
             try database.query("SELECT collection, id, local, conflicts FROM unresolved ORDER BY collection, id") { row in
                 UnresolvedConflict(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""),
@@ -19,7 +19,7 @@ extension LocalStore {
     /// Forgets a conflict left to the resolver, once its resolution is written.
     ///
     /// - Throws: `StoreError`.
-    package func forgetUnresolvedConflict(_ key: DocumentKey) throws {
+    package func forgetUnresolvedConflict(_ key: DocumentKey) throws(StoreError) {
         try translatingErrors {
             try database.write { database in
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
@@ -34,7 +34,7 @@ extension LocalStore {
     /// resolver decided stay on top; without such changes it is a write of its own.
     ///
     /// - Throws: `StoreError` (`.invalidValue` for a resolution that cannot be stored).
-    package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?) throws {
+    package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?) throws(StoreError) {
         try translatingErrors {
             let first = try database.queryFirst("SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence LIMIT 1",
                                                 [.text(key.collection), .text(key.id)], QueueRow.init)

@@ -23,14 +23,14 @@ extension LocalStore {
     /// the server first says whose token it syncs with). One store never holds two users' data.
     ///
     /// - Throws: `StoreError`.
-    package func owner() throws -> String?? {
+    package func owner() throws(StoreError) -> String?? {
         try translatingErrors { try Self.readOwner(database) }
     }
 
     /// Names the store's user (see `owner()`); done once, when no user is named yet.
     ///
     /// - Throws: `StoreError`.
-    package func adoptOwner(_ user: String?) throws {
+    package func adoptOwner(_ user: String?) throws(StoreError) {
         try translatingErrors {
             try database.write { database in try Self.writeOwner(user, in: database) }
         }

@@ -36,13 +36,13 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         await #expect(throws: StoreError.self) { try await store.updateData(for: cart, set: [path("a"): 1]) }
         do {
             try await store.updateData(for: cart, set: [path("a"): 1])
-        } catch let error as StoreError {
+        } catch {
             #expect(error.code == .documentNotFound && error.refusal == .notFound)
         }
         do {
             try await store.setData(["price": .double(.nan)], for: cart)
             Issue.record("a NaN was stored")
-        } catch let error as StoreError {
+        } catch {
             #expect(error.code == .invalidValue && error.field == "price" && error.refusal == .invalid)
         }
         for bad in [DocumentKey(collection: "", id: "x"), DocumentKey(collection: "carts", id: "a/b"),
@@ -53,7 +53,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             do {
                 try await store.setData(["n": 1], for: bad)
                 Issue.record("\(bad) was accepted")
-            } catch let error as StoreError {
+            } catch {
                 #expect(error.code == .invalidValue && error.refusal == .invalid && (error.field == "collection" || error.field == "id"))
             }
         }
