@@ -43,14 +43,23 @@ let package = Package(
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         // The client SDK, the seed's iOS API: configuration, the data API, the sync engine and its
         // HTTP transport (URLSession on Apple platforms, libcurl on Linux).
-        .target(name: "AbrovaSync", dependencies: ["AbrovaCore", "AbrovaStore", "AbrovaWire",
-                                                   .target(name: "CCurl", condition: .when(platforms: [.linux]))]),
+        .target(
+            name: "AbrovaSync",
+            dependencies: [
+                "AbrovaCore", "AbrovaStore", "AbrovaWire",
+                .target(name: "CCurl", condition: .when(platforms: [.linux])),
+            ]),
         // The shopping-cart story of `abrova demo`: the server and two SDK instances in one process.
         .target(name: "AbrovaDemo", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP"]),
         // `abrova serve` and `abrova demo`.
-        .executableTarget(name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSQLite", "AbrovaSync", "AbrovaDemo"]),
-        .executableTarget(name: "AbrovaBenchmarks", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
-                                                               "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaPostgres"]),
+        .executableTarget(
+            name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSQLite", "AbrovaSync", "AbrovaDemo"]),
+        .executableTarget(
+            name: "AbrovaBenchmarks",
+            dependencies: [
+                "AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
+                "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaPostgres",
+            ]),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
         // One device of the long-run convergence test, in its own process: random writes through
@@ -66,13 +75,19 @@ let package = Package(
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaHTTP", "AbrovaTestSupport"]),
-        .testTarget(name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
+        .testTarget(
+            name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
         // The SDK against the real server on loopback (LiveSyncServer) and scripted servers.
-        .testTarget(name: "AbrovaSyncTests", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaPostgres", "AbrovaHTTP", "AbrovaWire",
-                                                        "AbrovaTestSupport"]),
+        .testTarget(
+            name: "AbrovaSyncTests",
+            dependencies: [
+                "AbrovaSync", "AbrovaServer", "AbrovaPostgres", "AbrovaHTTP", "AbrovaWire",
+                "AbrovaTestSupport",
+            ]),
         // Seeded random mutations of every fuzz target, and mutated raw requests to a live server.
-        .testTarget(name: "AbrovaFuzzingTests", dependencies: ["AbrovaFuzzing", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),
+        .testTarget(
+            name: "AbrovaFuzzingTests", dependencies: ["AbrovaFuzzing", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),
         // The demo's story, run in-process.
         .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
         // Imports the SDK as an app does (no @testable, no SPI): the documentation's examples compile.

@@ -1,7 +1,7 @@
 import AbrovaCore
 import AbrovaHTTP
-import AbrovaServer
 import AbrovaSQLite
+import AbrovaServer
 import AbrovaSync
 import AbrovaTestSupport
 import Foundation
@@ -31,8 +31,10 @@ struct CartWorkloadBenchmarks {
             try await measure(into: &report)
         } catch {
             print("cart workload failed: \(error)")
-            report.add(BenchmarkRow(name: "cart workload: failed", figure: "\(error)", baseline: "-", ratio: 0, goal: "runs",
-                                    isGoalMet: false))
+            report.add(
+                BenchmarkRow(
+                    name: "cart workload: failed", figure: "\(error)", baseline: "-", ratio: 0, goal: "runs",
+                    isGoalMet: false))
         }
         return report
     }
@@ -138,8 +140,9 @@ struct CartWorkloadBenchmarks {
         let adds = operations.filter { if case .add = $0 { true } else { false } }.count
         let removes = operations.filter { if case .remove = $0 { true } else { false } }.count
         print("")
-        print("\(count) operations (\(adds) adds, \(count - adds - removes) quantity changes, \(removes) removes) over \(Self.items) items in "
-            + "\(Self.carts) carts, queued offline on device 1, pushed, then pulled on device 2; bytes counted at a proxy:")
+        print(
+            "\(count) operations (\(adds) adds, \(count - adds - removes) quantity changes, \(removes) removes) over \(Self.items) items in "
+                + "\(Self.carts) carts, queued offline on device 1, pushed, then pulled on device 2; bytes counted at a proxy:")
         var ours: [Figures] = []
         var baseline: [Figures] = []
         var merges: [Bool] = []
@@ -160,28 +163,41 @@ struct CartWorkloadBenchmarks {
         let baselinePull = middle(baseline) { seconds($0.pullTime) }
         for (name, figures) in [("ours", ours), ("baseline", baseline)] {
             for figure in figures {
-                print(String(format: "  %@: push %.0f ms (%d B up, %d B down), pull %.1f ms (%d B up, %d B down)", name,
-                             seconds(figure.pushTime) * 1e3, figure.pushBytes.towardServer, figure.pushBytes.towardClients,
-                             seconds(figure.pullTime) * 1e3, figure.pullBytes.towardServer, figure.pullBytes.towardClients))
+                print(
+                    String(
+                        format: "  %@: push %.0f ms (%d B up, %d B down), pull %.1f ms (%d B up, %d B down)", name,
+                        seconds(figure.pushTime) * 1e3, figure.pushBytes.towardServer, figure.pushBytes.towardClients,
+                        seconds(figure.pullTime) * 1e3, figure.pullBytes.towardServer, figure.pullBytes.towardClients))
             }
         }
         let label = "\(count) cart operations, 2 devices"
-        report.add(BenchmarkRow(name: "cart workload: bytes on the wire, push on device 1 + pull on device 2 (\(label))",
-                                figure: Self.formatBytes(oursBytes), baseline: Self.formatBytes(baselineBytes) + " (naive outbox: a JSON request each)",
-                                ratio: oursBytes / baselineBytes, goal: "≤ 0.1×", isGoalMet: oursBytes / baselineBytes <= 0.1))
-        report.add(BenchmarkRow(name: "cart workload: time, push on device 1 + pull on device 2 (\(label))",
-                                figure: String(format: "%.0f ms", oursTotal * 1e3), baseline: String(format: "%.0f ms naive outbox", baselineTotal * 1e3),
-                                ratio: baselineTotal / oursTotal, goal: "≥ 10× (speed)", isGoalMet: baselineTotal / oursTotal >= 10))
-        report.add(BenchmarkRow(name: "cart workload: push on device 1 alone (sync run: push, then pull of its own changes)",
-                                figure: String(format: "%.0f ms", oursPush * 1e3), baseline: String(format: "%.0f ms, %d requests", baselinePush * 1e3, count),
-                                ratio: baselinePush / oursPush, goal: "reported (speed)", isGoalMet: nil))
-        report.add(BenchmarkRow(name: "cart workload: pull on device 2 alone (\(Self.carts) carts)",
-                                figure: String(format: "%.1f ms", oursPull * 1e3), baseline: String(format: "%.1f ms by seq cursor", baselinePull * 1e3),
-                                ratio: baselinePull / oursPull, goal: "reported (speed)", isGoalMet: nil))
+        report.add(
+            BenchmarkRow(
+                name: "cart workload: bytes on the wire, push on device 1 + pull on device 2 (\(label))",
+                figure: Self.formatBytes(oursBytes), baseline: Self.formatBytes(baselineBytes) + " (naive outbox: a JSON request each)",
+                ratio: oursBytes / baselineBytes, goal: "≤ 0.1×", isGoalMet: oursBytes / baselineBytes <= 0.1))
+        report.add(
+            BenchmarkRow(
+                name: "cart workload: time, push on device 1 + pull on device 2 (\(label))",
+                figure: String(format: "%.0f ms", oursTotal * 1e3), baseline: String(format: "%.0f ms naive outbox", baselineTotal * 1e3),
+                ratio: baselineTotal / oursTotal, goal: "≥ 10× (speed)", isGoalMet: baselineTotal / oursTotal >= 10))
+        report.add(
+            BenchmarkRow(
+                name: "cart workload: push on device 1 alone (sync run: push, then pull of its own changes)",
+                figure: String(format: "%.0f ms", oursPush * 1e3),
+                baseline: String(format: "%.0f ms, %d requests", baselinePush * 1e3, count),
+                ratio: baselinePush / oursPush, goal: "reported (speed)", isGoalMet: nil))
+        report.add(
+            BenchmarkRow(
+                name: "cart workload: pull on device 2 alone (\(Self.carts) carts)",
+                figure: String(format: "%.1f ms", oursPull * 1e3), baseline: String(format: "%.1f ms by seq cursor", baselinePull * 1e3),
+                ratio: baselinePull / oursPull, goal: "reported (speed)", isGoalMet: nil))
         let merged = merges.filter { $0 }.count
-        report.add(BenchmarkRow(name: "cart workload: both devices end equal and as the model says, after concurrent offline edits",
-                                figure: "\(merged) of \(merges.count) runs", baseline: "-", ratio: Double(merged) / Double(merges.count),
-                                goal: "every run", isGoalMet: merged == merges.count))
+        report.add(
+            BenchmarkRow(
+                name: "cart workload: both devices end equal and as the model says, after concurrent offline edits",
+                figure: "\(merged) of \(merges.count) runs", baseline: "-", ratio: Double(merged) / Double(merges.count),
+                goal: "every run", isGoalMet: merged == merges.count))
     }
 
     static func formatBytes(_ bytes: Double) -> String {
@@ -198,13 +214,14 @@ struct CartWorkloadBenchmarks {
         let proxy = try FaultProxy(upstreamPort: server.port)
         var devices: [AbrovaSync] = []
         func device(_ name: String) throws -> AbrovaSync {
-            let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: "bench")
-                .serverURL(URL(string: "http://127.0.0.1:\(proxy.port)")!)
-                .storePath(folder.path("\(name).sqlite"))
-                .authToken(Self.user)
-                .conflictStrategy(.merge)
-                .syncOnReconnect(false)
-                .build())
+            let sync = try AbrovaSync(
+                config: try AbrovaSyncConfigBuilder(apiKey: "bench")
+                    .serverURL(URL(string: "http://127.0.0.1:\(proxy.port)")!)
+                    .storePath(folder.path("\(name).sqlite"))
+                    .authToken(Self.user)
+                    .conflictStrategy(.merge)
+                    .syncOnReconnect(false)
+                    .build())
             devices.append(sync)
             return sync
         }
@@ -230,12 +247,16 @@ struct CartWorkloadBenchmarks {
             }
 
             let (pushTime, pushBytes) = await Self.reconnectAndSync(first, through: proxy)
-            guard await first.pendingCount == 0 else { throw BenchmarkFailure("device 1 still has \(await first.pendingCount) writes queued") }
+            guard await first.pendingCount == 0 else {
+                throw BenchmarkFailure("device 1 still has \(await first.pendingCount) writes queued")
+            }
             let (pullTime, pullBytes) = await Self.reconnectAndSync(second, through: proxy)
 
             for (number, device) in [first, second].enumerated() {
                 let found = try await Self.carts(on: device)
-                guard found == expected else { throw BenchmarkFailure("device \(number + 1)'s carts are not the workload's after the sync") }
+                guard found == expected else {
+                    throw BenchmarkFailure("device \(number + 1)'s carts are not the workload's after the sync")
+                }
             }
             let isMergeCorrect = try await mergeRound(first, second, carts: expected)
             for device in devices { await device.close() }
@@ -321,10 +342,12 @@ struct CartWorkloadBenchmarks {
         let onFirst = try await Self.carts(on: first)
         let onSecond = try await Self.carts(on: second)
         let isCorrect = onFirst == onSecond && onFirst == expected
-        print("  merge round: device 1 removed an item and changed a quantity in every cart while device 2 added gift wrap and a note; "
-            + (isCorrect ? "both devices hold the same \(Self.carts) carts, as expected"
-                         : "THE DEVICES DISAGREE OR DIFFER FROM THE MODEL (\(zip(onFirst, expected).filter { $0 != $1 }.count) carts differ on device 1, "
-                            + "\(zip(onSecond, expected).filter { $0 != $1 }.count) on device 2)"))
+        print(
+            "  merge round: device 1 removed an item and changed a quantity in every cart while device 2 added gift wrap and a note; "
+                + (isCorrect
+                    ? "both devices hold the same \(Self.carts) carts, as expected"
+                    : "THE DEVICES DISAGREE OR DIFFER FROM THE MODEL (\(zip(onFirst, expected).filter { $0 != $1 }.count) carts differ on device 1, "
+                        + "\(zip(onSecond, expected).filter { $0 != $1 }.count) on device 2)"))
         return isCorrect
     }
 
@@ -373,7 +396,9 @@ struct CartWorkloadBenchmarks {
         Thread.sleep(forTimeInterval: 0.05)
         let pullBytes = proxy.forwardedBytes.since(beforePull)
         for (number, device) in [first, second].enumerated() {
-            guard try device.carts() == expected else { throw BenchmarkFailure("baseline device \(number + 1)'s carts are not the workload's") }
+            guard try device.carts() == expected else {
+                throw BenchmarkFailure("baseline device \(number + 1)'s carts are not the workload's")
+            }
         }
         return Figures(pushTime: pushTime, pullTime: pullTime, pushBytes: pushBytes, pullBytes: pullBytes)
     }
@@ -391,7 +416,8 @@ final class NaiveOutboxDevice {
 
     init(path: String) throws {
         database = try Database(path: path, isExclusive: true)
-        try database.execute("""
+        try database.execute(
+            """
             CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT, version INTEGER NOT NULL DEFAULT 0, deleted INTEGER NOT NULL DEFAULT 0,
                                 dirty INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE outbox (position INTEGER PRIMARY KEY, op_id TEXT NOT NULL, entity_id TEXT NOT NULL, op TEXT NOT NULL, payload TEXT NOT NULL);
@@ -403,20 +429,25 @@ final class NaiveOutboxDevice {
     func queue(id: String, body: String) throws {
         try database.write { database in
             try database.run("UPDATE notes SET body = ?, dirty = 1 WHERE id = ?", [.text(body), .text(id)])
-            try database.run("INSERT INTO outbox (op_id, entity_id, op, payload) VALUES (?, ?, 'upsert', ?)",
-                             [.text(UUID().uuidString.lowercased()), .text(id), .text(body)])
+            try database.run(
+                "INSERT INTO outbox (op_id, entity_id, op, payload) VALUES (?, ?, 'upsert', ?)",
+                [.text(UUID().uuidString.lowercased()), .text(id), .text(body)])
         }
     }
 
     /// Step 3: sends the outbox oldest first on `connection`, removing each operation once confirmed.
     func pushAll(on connection: RawHTTPConnection, port: UInt16) throws {
         while let (position, operationID, id, payload) = try database.queryFirst(
-            "SELECT position, op_id, entity_id, payload FROM outbox ORDER BY position LIMIT 1", [], { row in
+            "SELECT position, op_id, entity_id, payload FROM outbox ORDER BY position LIMIT 1", [],
+            { row in
                 (row.integer(0), row.text(1) ?? "", row.text(2) ?? "", row.text(3) ?? "")
-            }) {
+            })
+        {
             let base = try database.queryFirst("SELECT version FROM notes WHERE id = ?", [.text(id)]) { $0.integer(0) } ?? 0
-            let body = Array(#"{"baseVersion":\#(base),"entityId":\#(Value.string(id).canonicalJSON),"op":"upsert","payload":\#(payload)}"#.utf8)
-            let head = "POST /ops HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nIdempotency-Key: \(operationID)\r\n"
+            let body = Array(
+                #"{"baseVersion":\#(base),"entityId":\#(Value.string(id).canonicalJSON),"op":"upsert","payload":\#(payload)}"#.utf8)
+            let head =
+                "POST /ops HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nIdempotency-Key: \(operationID)\r\n"
                 + "Content-Length: \(body.count)\r\n\r\n"
             try connection.send(Array(head.utf8) + body)
             let response = try connection.readResponse()
@@ -426,7 +457,8 @@ final class NaiveOutboxDevice {
             try database.write { database in
                 try database.run("DELETE FROM outbox WHERE position = ?", [.integer(position)])
                 let isLast = try database.queryFirst("SELECT 1 FROM outbox WHERE entity_id = ? LIMIT 1", [.text(id)]) { _ in true } == nil
-                try database.run("UPDATE notes SET version = ?, dirty = ? WHERE id = ?", [.integer(version), .integer(isLast ? 0 : 1), .text(id)])
+                try database.run(
+                    "UPDATE notes SET version = ?, dirty = ? WHERE id = ?", [.integer(version), .integer(isLast ? 0 : 1), .text(id)])
             }
         }
     }
@@ -443,12 +475,18 @@ final class NaiveOutboxDevice {
             if rows.isEmpty { return }
             try database.write { database in
                 for row in rows {
-                    guard let fields = row.mapValue, let id = fields["id"]?.stringValue, let version = fields["version"]?.intValue else { continue }
-                    try database.run("""
+                    guard let fields = row.mapValue, let id = fields["id"]?.stringValue, let version = fields["version"]?.intValue else {
+                        continue
+                    }
+                    try database.run(
+                        """
                         INSERT INTO notes (id, body, version, deleted) VALUES (?1, ?2, ?3, ?4)
                         ON CONFLICT (id) DO UPDATE SET body = ?2, version = ?3, deleted = ?4 WHERE dirty = 0
-                        """, [.text(id), .text(fields["body"]?.canonicalJSON ?? "null"), .integer(version),
-                              .integer(fields["deleted"] == .bool(true) ? 1 : 0)])
+                        """,
+                        [
+                            .text(id), .text(fields["body"]?.canonicalJSON ?? "null"), .integer(version),
+                            .integer(fields["deleted"] == .bool(true) ? 1 : 0),
+                        ])
                 }
                 let last = rows.last?.mapValue?["seq"]?.intValue ?? cursor
                 try database.run("UPDATE meta SET value = ? WHERE key = 'cursor'", [.integer(last)])
@@ -472,7 +510,9 @@ final class BenchmarkSyncServer: Sendable {
     init(store: any ServerStore, threads: Int = 8) throws {
         let service = try SyncService(store: store)
         let handler = SyncHTTPHandler(service: service, authenticator: DevelopmentAuthenticator())
-        server = try HTTPServer(configuration: HTTPServerConfiguration(port: 0, threadCount: threads, loopbackOnly: true)) { handler.handle($0) }
+        server = try HTTPServer(configuration: HTTPServerConfiguration(port: 0, threadCount: threads, loopbackOnly: true)) {
+            handler.handle($0)
+        }
     }
 
     var port: UInt16 { server.port }

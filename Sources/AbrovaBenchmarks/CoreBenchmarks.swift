@@ -31,26 +31,32 @@ struct CoreBenchmarks {
         let (start, paths) = hundredFieldDocument()
         let count = options.isQuick ? 5_000 : 20_000
         let deltas = (0..<count).map { index in
-            (try? DocumentDelta.update(set: [paths[index % paths.count]: .int(Int64(index))],
-                                       base: Version(start.version.rawValue + UInt64(index)))) ?? DocumentDelta()
+            (try? DocumentDelta.update(
+                set: [paths[index % paths.count]: .int(Int64(index))],
+                base: Version(start.version.rawValue + UInt64(index)))) ?? DocumentDelta()
         }
         let plainStart = NaiveDocument(fields: start.document?.mapValue ?? [:], version: start.version.rawValue)
         let plainChanges = (0..<count).map { index in
             (paths[index % paths.count].dotted, Value.int(Int64(index)), start.version.rawValue + UInt64(index))
         }
-        let rates = compare(operations: count, repetitions: repetitions, ours: {
-            var state = start
-            for delta in deltas { _ = try? ConflictStrategy.merge.apply(delta, to: &state, version: state.version.next) }
-            blackHole(state)
-        }, baseline: {
-            var document = plainStart
-            for (field, value, base) in plainChanges { _ = document.update(field, to: value, base: base) }
-            blackHole(document)
-        })
-        report.add(BenchmarkRow(name: "core: deltas joined at the server (100-field document, one field each)",
-                                figure: formatRate(rates.ours, "deltas"),
-                                baseline: formatRate(rates.baseline, "row-versioned map updates"),
-                                ratio: rates.ours / rates.baseline, goal: "none (reported)", isGoalMet: nil))
+        let rates = compare(
+            operations: count, repetitions: repetitions,
+            ours: {
+                var state = start
+                for delta in deltas { _ = try? ConflictStrategy.merge.apply(delta, to: &state, version: state.version.next) }
+                blackHole(state)
+            },
+            baseline: {
+                var document = plainStart
+                for (field, value, base) in plainChanges { _ = document.update(field, to: value, base: base) }
+                blackHole(document)
+            })
+        report.add(
+            BenchmarkRow(
+                name: "core: deltas joined at the server (100-field document, one field each)",
+                figure: formatRate(rates.ours, "deltas"),
+                baseline: formatRate(rates.baseline, "row-versioned map updates"),
+                ratio: rates.ours / rates.baseline, goal: "none (reported)", isGoalMet: nil))
     }
 
     /// Compose into a pending delta against appending to an operation outbox with a JSON payload.
@@ -61,22 +67,27 @@ struct CoreBenchmarks {
             (try? DocumentDelta.update(set: [paths[index % paths.count]: .int(Int64(index))], base: Version(1)))
                 ?? DocumentDelta()
         }
-        let rates = compare(operations: count, repetitions: repetitions, ours: {
-            var pending = DocumentDelta()
-            for delta in deltas { pending.compose(with: delta) }
-            blackHole(pending)
-        }, baseline: {
-            var outbox: [OutboxOperation] = []
-            for index in 0..<count {
-                let payload = Value.map([paths[index % paths.count].dotted: .int(Int64(index))]).canonicalJSON
-                outbox.append(OutboxOperation(id: index, field: paths[index % paths.count].dotted, payload: payload, base: 1))
-            }
-            blackHole(outbox)
-        })
-        report.add(BenchmarkRow(name: "core: composes into a pending delta (100-field document, one field each)",
-                                figure: formatRate(rates.ours, "composes"),
-                                baseline: formatRate(rates.baseline, "outbox appends"),
-                                ratio: rates.ours / rates.baseline, goal: "none (reported)", isGoalMet: nil))
+        let rates = compare(
+            operations: count, repetitions: repetitions,
+            ours: {
+                var pending = DocumentDelta()
+                for delta in deltas { pending.compose(with: delta) }
+                blackHole(pending)
+            },
+            baseline: {
+                var outbox: [OutboxOperation] = []
+                for index in 0..<count {
+                    let payload = Value.map([paths[index % paths.count].dotted: .int(Int64(index))]).canonicalJSON
+                    outbox.append(OutboxOperation(id: index, field: paths[index % paths.count].dotted, payload: payload, base: 1))
+                }
+                blackHole(outbox)
+            })
+        report.add(
+            BenchmarkRow(
+                name: "core: composes into a pending delta (100-field document, one field each)",
+                figure: formatRate(rates.ours, "composes"),
+                baseline: formatRate(rates.baseline, "outbox appends"),
+                ratio: rates.ours / rates.baseline, goal: "none (reported)", isGoalMet: nil))
     }
 
     /// The state of a 1,000-field document after random updates, against its plain JSON.
@@ -96,7 +107,8 @@ struct CoreBenchmarks {
                 if generator.next() % 10 == 0 {
                     let path = sets[Int(generator.next() % UInt64(sets.count))]
                     let element = Value.string("item\(generator.next() % 50)")
-                    delta = generator.next() % 3 == 0
+                    delta =
+                        generator.next() % 3 == 0
                         ? try? DocumentDelta.update(setRemove: [path: [element]], base: state.version)
                         : try? DocumentDelta.update(setAdd: [path: [element]], base: state.version)
                 } else {
@@ -109,9 +121,11 @@ struct CoreBenchmarks {
             let stateBytes = state.encoded.canonicalJSON.utf8.count
             let plainBytes = (state.document ?? .null).canonicalJSON.utf8.count
             let ratio = Double(stateBytes) / Double(plainBytes)
-            report.add(BenchmarkRow(name: "core: state size of a 1,000-field document after \(checkpoint) updates",
-                                    figure: "\(stateBytes) bytes", baseline: "\(plainBytes) bytes of plain JSON",
-                                    ratio: ratio, goal: "≤ 2×", isGoalMet: ratio <= 2))
+            report.add(
+                BenchmarkRow(
+                    name: "core: state size of a 1,000-field document after \(checkpoint) updates",
+                    figure: "\(stateBytes) bytes", baseline: "\(plainBytes) bytes of plain JSON",
+                    ratio: ratio, goal: "≤ 2×", isGoalMet: ratio <= 2))
         }
     }
 }

@@ -59,7 +59,8 @@ struct BenchmarkReport {
         var lines = ["| figure | ours | baseline | ratio | goal | met |", "| --- | --- | --- | --- | --- | --- |"]
         for row in rows {
             let verdict = row.isGoalMet.map { $0 ? "yes" : "no" } ?? "-"
-            lines.append("| \(row.name) | \(row.figure) | \(row.baseline) | \(String(format: "%.2f", row.ratio))× | \(row.goal) | \(verdict) |")
+            lines.append(
+                "| \(row.name) | \(row.figure) | \(row.baseline) | \(String(format: "%.2f", row.ratio))× | \(row.goal) | \(verdict) |")
         }
         return lines.joined(separator: "\n")
     }
@@ -130,7 +131,8 @@ func compare(operations: Int, repetitions: Int, ours: () -> Void, baseline: () -
 }
 
 func formatRate(_ rate: Double, _ unit: String) -> String {
-    rate >= 1e6 ? String(format: "%.2fM %@/s", rate / 1e6, unit)
+    rate >= 1e6
+        ? String(format: "%.2fM %@/s", rate / 1e6, unit)
         : String(format: rate >= 1e4 ? "%.0fk %@/s" : "%.1fk %@/s", rate / 1e3, unit)
 }
 

@@ -49,10 +49,12 @@ struct PushConcurrencyBenchmarks {
         let ours = median(oursRates)
         let baseline = median(baselineRates)
         let goal = store == .sqlite ? "≥ 10×" : "reported"
-        report.add(BenchmarkRow(name: "server: push of \(perClient * clients) queued creates, \(clients) client\(clients == 1 ? "" : "s"), "
-                                    + "\(store.rawValue) (loopback HTTP)",
-                                figure: formatRate(ours, "ops"), baseline: formatRate(baseline, "ops") + " (a request each, Idempotency-Key)",
-                                ratio: ours / baseline, goal: goal, isGoalMet: store == .sqlite ? ours / baseline >= 10 : nil))
+        report.add(
+            BenchmarkRow(
+                name: "server: push of \(perClient * clients) queued creates, \(clients) client\(clients == 1 ? "" : "s"), "
+                    + "\(store.rawValue) (loopback HTTP)",
+                figure: formatRate(ours, "ops"), baseline: formatRate(baseline, "ops") + " (a request each, Idempotency-Key)",
+                ratio: ours / baseline, goal: goal, isGoalMet: store == .sqlite ? ours / baseline >= 10 : nil))
     }
 
     /// Runs `body` with a fresh database of `store`: a SQLite file's path, or a PostgreSQL URL
@@ -72,15 +74,17 @@ struct PushConcurrencyBenchmarks {
     private func oursRate(_ store: Store, clients: Int, perClient: Int) throws -> Double {
         let requests = try ServerBenchmarks.pushRequests(clients: clients, perClient: perClient, batchSize: ServerBenchmarks.batchSize)
         return try withFreshDatabase(store) { location in
-            let serverStore: any ServerStore = switch store {
-            case .sqlite: try SQLiteServerStore(path: location)
-            case .postgres: try PostgresServerStore(url: location)
-            }
+            let serverStore: any ServerStore =
+                switch store {
+                case .sqlite: try SQLiteServerStore(path: location)
+                case .postgres: try PostgresServerStore(url: location)
+                }
             let server = try BenchmarkSyncServer(store: serverStore)
             defer { server.stop() }
             let port = server.port
             let elapsed = try runConcurrently(clients) { client in
-                try ServerBenchmarks.push(requests[client], as: client, on: RawHTTPConnection(port: port), level: ServerBenchmarks.compressionLevel)
+                try ServerBenchmarks.push(
+                    requests[client], as: client, on: RawHTTPConnection(port: port), level: ServerBenchmarks.compressionLevel)
             }
             return Double(perClient * clients) / seconds(elapsed)
         }
@@ -107,9 +111,13 @@ struct PushConcurrencyBenchmarks {
                 let connection = try RawHTTPConnection(port: port)
                 for offset in 0..<perClient {
                     let index = client * perClient + offset
-                    let body = Array(Value.map(["entityId": .string("i\(index)"), "op": "upsert", "payload": .map(ServerBenchmarks.document(index)),
-                                                "baseVersion": 0]).canonicalJSON.utf8)
-                    let head = "POST /ops HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nIdempotency-Key: \(UUID().uuidString)\r\n"
+                    let body = Array(
+                        Value.map([
+                            "entityId": .string("i\(index)"), "op": "upsert", "payload": .map(ServerBenchmarks.document(index)),
+                            "baseVersion": 0,
+                        ]).canonicalJSON.utf8)
+                    let head =
+                        "POST /ops HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nIdempotency-Key: \(UUID().uuidString)\r\n"
                         + "Content-Length: \(body.count)\r\n\r\n"
                     try connection.send(Array(head.utf8) + body)
                     let response = try connection.readResponse()
@@ -133,26 +141,33 @@ final class PostgresBaselineServer: Sendable {
     private let server: HTTPServer
 
     private enum Statements {
-        static let claim = PostgresStatement("baseline_claim",
-                                             "INSERT INTO processed_ops (op_id) VALUES ($1) ON CONFLICT (op_id) DO NOTHING RETURNING op_id",
-                                             parameters: [.text])
+        static let claim = PostgresStatement(
+            "baseline_claim",
+            "INSERT INTO processed_ops (op_id) VALUES ($1) ON CONFLICT (op_id) DO NOTHING RETURNING op_id",
+            parameters: [.text])
         static let stored = PostgresStatement("baseline_stored", "SELECT result FROM processed_ops WHERE op_id = $1", parameters: [.text])
-        static let insert = PostgresStatement("baseline_insert", """
+        static let insert = PostgresStatement(
+            "baseline_insert",
+            """
             INSERT INTO notes (id, body, version, seq) VALUES ($1, $2, 1, nextval('sync_seq')) ON CONFLICT (id) DO NOTHING RETURNING seq
             """, parameters: [.text, .text])
-        static let update = PostgresStatement("baseline_update", """
+        static let update = PostgresStatement(
+            "baseline_update",
+            """
             UPDATE notes SET body = $1, version = version + 1, seq = nextval('sync_seq') WHERE id = $2 AND version = $3 RETURNING seq
             """, parameters: [.text, .text, .integer])
         static let current = PostgresStatement("baseline_current", "SELECT body, version FROM notes WHERE id = $1", parameters: [.text])
-        static let record = PostgresStatement("baseline_record", "UPDATE processed_ops SET result = $1 WHERE op_id = $2",
-                                              parameters: [.text, .text])
+        static let record = PostgresStatement(
+            "baseline_record", "UPDATE processed_ops SET result = $1 WHERE op_id = $2",
+            parameters: [.text, .text])
     }
 
     /// Creates the tables in the first schema of `url`'s search path and serves on a free loopback port.
     init(url: String, threads: Int) throws {
         let pool = PostgresPool(url: url, maximumConnections: threads)
         try pool.withConnection { connection in
-            try connection.execute("""
+            try connection.execute(
+                """
                 CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT, version BIGINT NOT NULL DEFAULT 0,
                                     deleted BOOLEAN NOT NULL DEFAULT false, seq BIGINT NOT NULL);
                 CREATE INDEX notes_by_seq ON notes (seq);
@@ -181,8 +196,9 @@ final class PostgresBaselineServer: Sendable {
     /// `{"entityId", "op": "upsert", "payload": {...}, "baseVersion": n}` under an Idempotency-Key.
     private static func applyOperation(_ request: HTTPRequest, pool: PostgresPool) throws -> HTTPResponse {
         guard let operationID = request.headers["idempotency-key"],
-              let fields = try? Value(json: request.body).mapValue, let entity = fields["entityId"]?.stringValue,
-              let payload = fields["payload"], let base = fields["baseVersion"]?.intValue else {
+            let fields = try? Value(json: request.body).mapValue, let entity = fields["entityId"]?.stringValue,
+            let payload = fields["payload"], let base = fields["baseVersion"]?.intValue
+        else {
             return .json(status: 400, Array(#"{"error":"bad request"}"#.utf8))
         }
         return try pool.withConnection { connection in

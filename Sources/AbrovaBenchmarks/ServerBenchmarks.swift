@@ -26,16 +26,16 @@ struct ServerBenchmarks {
             if options.runs("server-pull") { try measurePull(into: &report) }
             if options.runs("server-pull-memory") {
                 #if os(Linux)
-                try PullMemoryBenchmarks(options: options).run(into: &report)
+                    try PullMemoryBenchmarks(options: options).run(into: &report)
                 #else
-                print("pull memory: skipped, Linux only (it reads the server's /proc status)")
+                    print("pull memory: skipped, Linux only (it reads the server's /proc status)")
                 #endif
             }
             if options.runs("server-processes") {
                 #if os(Linux)
-                try ProcessBenchmarks(options: options).run(into: &report)
+                    try ProcessBenchmarks(options: options).run(into: &report)
                 #else
-                print("push by server processes: skipped, Linux only (the servers run under GNU timeout)")
+                    print("push by server processes: skipped, Linux only (the servers run under GNU timeout)")
                 #endif
             }
         } catch {
@@ -75,12 +75,15 @@ struct ServerBenchmarks {
         try (0..<clients).map { client in
             let changes = try (0..<perClient).map { offset in
                 let index = client * perClient + offset
-                return BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"),
-                                   delta: try DocumentDelta.create(document(index), base: .zero), writes: 1)
+                return BatchChange(
+                    key: DocumentKey(collection: "items", id: "i\(index)"),
+                    delta: try DocumentDelta.create(document(index), base: .zero), writes: 1)
             }
             return stride(from: 0, to: changes.count, by: batchSize).enumerated().map { number, start in
-                PushRequest(batch: Batch(clientID: "client-\(client)", sequence: Int64(number + 1),
-                                         changes: Array(changes[start..<min(start + batchSize, changes.count)])), strategy: .merge)
+                PushRequest(
+                    batch: Batch(
+                        clientID: "client-\(client)", sequence: Int64(number + 1),
+                        changes: Array(changes[start..<min(start + batchSize, changes.count)])), strategy: .merge)
             }
         }
     }
@@ -97,13 +100,16 @@ struct ServerBenchmarks {
             }
             try connection.send(Array((head + "Content-Length: \(body.count)\r\n\r\n").utf8) + body)
             let response = try connection.readResponse()
-            let answer = response.headers["content-encoding"] == "zstd" ? try Zstd.decompress(response.body, limit: 64 << 20) : response.body
+            let answer =
+                response.headers["content-encoding"] == "zstd" ? try Zstd.decompress(response.body, limit: 64 << 20) : response.body
             guard response.status == 200 else {
                 throw BenchmarkFailure("push answered \(response.status): \(String(decoding: answer, as: UTF8.self))")
             }
             let results = try PushResponse(body: answer).results
             guard results.count == request.batch.changes.count, results.allSatisfy({ if case .applied = $0 { true } else { false } }) else {
-                throw BenchmarkFailure("push applied \(results.filter { if case .applied = $0 { true } else { false } }.count) of \(request.batch.changes.count) changes")
+                throw BenchmarkFailure(
+                    "push applied \(results.filter { if case .applied = $0 { true } else { false } }.count) of \(request.batch.changes.count) changes"
+                )
             }
         }
     }
@@ -118,7 +124,8 @@ struct ServerBenchmarks {
         for batchSize in [50, 200, 500, 1_000] {
             var cells: [String] = []
             for level: Int32 in [0, 1, 3, 9] {
-                let rate = median(try (0..<(options.isQuick ? 1 : 3)).map { _ in try oursPushRate(clients: 1, batchSize: batchSize, level: level) })
+                let rate = median(
+                    try (0..<(options.isQuick ? 1 : 3)).map { _ in try oursPushRate(clients: 1, batchSize: batchSize, level: level) })
                 cells.append(String(format: "%.0f; %.0f B", rate, try requestBytesPerOperation(batchSize: batchSize, level: level)))
             }
             print("| \(batchSize) | \(cells.joined(separator: " | ")) |")
@@ -128,7 +135,9 @@ struct ServerBenchmarks {
 
     private func requestBytesPerOperation(batchSize: Int, level: Int32) throws -> Double {
         let changes = try (0..<batchSize).map { index in
-            BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"), delta: try DocumentDelta.create(Self.document(index), base: .zero), writes: 1)
+            BatchChange(
+                key: DocumentKey(collection: "items", id: "i\(index)"), delta: try DocumentDelta.create(Self.document(index), base: .zero),
+                writes: 1)
         }
         let body = PushRequest(batch: Batch(clientID: "client", sequence: 1, changes: changes), strategy: .merge).body
         return Double(level > 0 ? try Zstd.compress(body, level: level).count : body.count) / Double(batchSize)
@@ -150,52 +159,66 @@ struct ServerBenchmarks {
         let loader = try RawHTTPConnection(port: ours.port)
         for (number, start) in stride(from: 0, to: count, by: 1_000).enumerated() {
             let changes = try (start..<start + 1_000).map { index in
-                BatchChange(key: DocumentKey(collection: "items", id: "i\(index)"), delta: try DocumentDelta.create(Self.document(index), base: .zero), writes: 1)
+                BatchChange(
+                    key: DocumentKey(collection: "items", id: "i\(index)"),
+                    delta: try DocumentDelta.create(Self.document(index), base: .zero), writes: 1)
             }
             let body = PushRequest(batch: Batch(clientID: "loader", sequence: Int64(number + 1), changes: changes), strategy: .merge).body
-            try loader.send(Array("POST /v1/push HTTP/1.1\r\nHost: x\r\nX-API-Key: bench\r\nAuthorization: Bearer reader\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body)
+            try loader.send(
+                Array(
+                    "POST /v1/push HTTP/1.1\r\nHost: x\r\nX-API-Key: bench\r\nAuthorization: Bearer reader\r\nContent-Length: \(body.count)\r\n\r\n"
+                        .utf8) + body)
             guard try loader.readResponse().status == 200 else { throw BenchmarkFailure("loading failed") }
         }
         try baseline.preload((0..<count).map { ("i\($0)", Value.map(Self.document($0)).canonicalJSON) })
 
-        let rates = compare(operations: count, repetitions: options.isQuick ? 3 : 5, ours: {
-            do {
-                let connection = try RawHTTPConnection(port: ours.port)
-                var cursor = ""
-                var pulled = 0
-                while true {
-                    try connection.send("GET /v1/pull?limit=500&cursor=\(cursor) HTTP/1.1\r\nHost: x\r\nX-API-Key: bench\r\nAuthorization: Bearer reader\r\nAccept-Encoding: zstd\r\n\r\n")
-                    let response = try connection.readResponse()
-                    let body = response.headers["content-encoding"] == "zstd" ? try Zstd.decompress(response.body, limit: 64 << 20) : response.body
-                    let page = try PullResponse(body: body)
-                    pulled += page.documents.count
-                    cursor = page.cursor
-                    if !page.hasMore { break }
+        let rates = compare(
+            operations: count, repetitions: options.isQuick ? 3 : 5,
+            ours: {
+                do {
+                    let connection = try RawHTTPConnection(port: ours.port)
+                    var cursor = ""
+                    var pulled = 0
+                    while true {
+                        try connection.send(
+                            "GET /v1/pull?limit=500&cursor=\(cursor) HTTP/1.1\r\nHost: x\r\nX-API-Key: bench\r\nAuthorization: Bearer reader\r\nAccept-Encoding: zstd\r\n\r\n"
+                        )
+                        let response = try connection.readResponse()
+                        let body =
+                            response.headers["content-encoding"] == "zstd"
+                            ? try Zstd.decompress(response.body, limit: 64 << 20) : response.body
+                        let page = try PullResponse(body: body)
+                        pulled += page.documents.count
+                        cursor = page.cursor
+                        if !page.hasMore { break }
+                    }
+                    precondition(pulled == count, "pulled \(pulled)")
+                } catch {
+                    fatalError("pull failed: \(error)")
                 }
-                precondition(pulled == count, "pulled \(pulled)")
-            } catch {
-                fatalError("pull failed: \(error)")
-            }
-        }, baseline: {
-            do {
-                let connection = try RawHTTPConnection(port: baseline.server?.port ?? 0)
-                var after: Int64 = 0
-                var pulled = 0
-                while true {
-                    try connection.send("GET /changes?after=\(after)&limit=500 HTTP/1.1\r\nHost: x\r\n\r\n")
-                    let rows = try Value(json: try connection.readResponse().body).mapValue?["changes"]?.arrayValue ?? []
-                    if rows.isEmpty { break }
-                    pulled += rows.count
-                    after = rows.last?.mapValue?["seq"]?.intValue ?? after
+            },
+            baseline: {
+                do {
+                    let connection = try RawHTTPConnection(port: baseline.server?.port ?? 0)
+                    var after: Int64 = 0
+                    var pulled = 0
+                    while true {
+                        try connection.send("GET /changes?after=\(after)&limit=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+                        let rows = try Value(json: try connection.readResponse().body).mapValue?["changes"]?.arrayValue ?? []
+                        if rows.isEmpty { break }
+                        pulled += rows.count
+                        after = rows.last?.mapValue?["seq"]?.intValue ?? after
+                    }
+                    precondition(pulled == count, "pulled \(pulled)")
+                } catch {
+                    fatalError("baseline pull failed: \(error)")
                 }
-                precondition(pulled == count, "pulled \(pulled)")
-            } catch {
-                fatalError("baseline pull failed: \(error)")
-            }
-        })
-        report.add(BenchmarkRow(name: "server: pull of \(count) documents in pages of 500 (loopback HTTP, decoded)",
-                                figure: formatRate(rates.ours, "documents"), baseline: formatRate(rates.baseline, "rows by seq cursor"),
-                                ratio: rates.ours / rates.baseline, goal: "reported", isGoalMet: nil))
+            })
+        report.add(
+            BenchmarkRow(
+                name: "server: pull of \(count) documents in pages of 500 (loopback HTTP, decoded)",
+                figure: formatRate(rates.ours, "documents"), baseline: formatRate(rates.baseline, "rows by seq cursor"),
+                ratio: rates.ours / rates.baseline, goal: "reported", isGoalMet: nil))
     }
 }
 

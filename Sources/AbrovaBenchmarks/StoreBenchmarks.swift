@@ -62,7 +62,8 @@ struct StoreBenchmarks {
         let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
         for index in 0..<documents { try await store.setData(document(index), for: DocumentKey(collection: "items", id: "i\(index)")) }
         let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
-        try plain.execute("CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
+        try plain.execute(
+            "CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
         var bodies = (0..<documents).map { Value.map(document($0)) }
         let qty = try FieldPath("qty")
 
@@ -82,7 +83,8 @@ struct StoreBenchmarks {
                             bodies[index] = .map(fields)
                         }
                         try plain.write { database in
-                            try database.run("""
+                            try database.run(
+                                """
                                 INSERT INTO documents (collection, id, body) VALUES (?, ?, ?)
                                 ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body
                                 """, [.text("items"), .text("i\(index)"), .text(bodies[index].canonicalJSON)])
@@ -101,9 +103,11 @@ struct StoreBenchmarks {
         }
         let ours = median(oursRates)
         let baseline = median(baselineRates)
-        report.add(BenchmarkRow(name: "store: local writes (one field of a 10-field document, a transaction each)",
-                                figure: formatRate(ours, "writes"), baseline: formatRate(baseline, "plain SQLite upserts"),
-                                ratio: ours / baseline, goal: "≥ 0.8×", isGoalMet: ours / baseline >= 0.8))
+        report.add(
+            BenchmarkRow(
+                name: "store: local writes (one field of a 10-field document, a transaction each)",
+                figure: formatRate(ours, "writes"), baseline: formatRate(baseline, "plain SQLite upserts"),
+                ratio: ours / baseline, goal: "≥ 0.8×", isGoalMet: ours / baseline >= 0.8))
     }
 
     /// Pulled pages of 500 documents against a plain batched upsert of the same rows, in fresh
@@ -119,13 +123,16 @@ struct StoreBenchmarks {
             defer { try? FileManager.default.removeItem(at: folder) }
             let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
             let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
-            try plain.execute("CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
+            try plain.execute(
+                "CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID"
+            )
             let clock = ContinuousClock()
             let baselineTime = try clock.measure {
                 for page in pagesOfStates {
                     try plain.write { database in
                         for (key, state) in page {
-                            try database.run("""
+                            try database.run(
+                                """
                                 INSERT INTO documents (collection, id, body) VALUES (?, ?, ?)
                                 ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body
                                 """, [.text(key.collection), .text(key.id), .text((state.document ?? .null).canonicalJSON)])
@@ -141,9 +148,11 @@ struct StoreBenchmarks {
         }
         let ours = median(oursRates)
         let baseline = median(baselineRates)
-        report.add(BenchmarkRow(name: "store: pulled pages of 500 documents applied",
-                                figure: formatRate(ours, "field changes"), baseline: formatRate(baseline, "fields in batched upserts"),
-                                ratio: ours / baseline, goal: "≥ 0.5×", isGoalMet: ours / baseline >= 0.5))
+        report.add(
+            BenchmarkRow(
+                name: "store: pulled pages of 500 documents applied",
+                figure: formatRate(ours, "field changes"), baseline: formatRate(baseline, "fields in batched upserts"),
+                ratio: ours / baseline, goal: "≥ 0.5×", isGoalMet: ours / baseline >= 0.5))
     }
 
     /// Snapshot reads on a store of 100,000 documents: median and p99 latency, against reading and
@@ -154,14 +163,16 @@ struct StoreBenchmarks {
         let count = options.isQuick ? 20_000 : 100_000
         let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
         let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
-        try plain.execute("CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
+        try plain.execute(
+            "CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
         for page in 0..<(count / 500) {
             let states = try pulledPage(page)
             try await store.applyPulledPage(states, cursor: String(page))
             try plain.write { database in
                 for (key, state) in states {
-                    try database.run("INSERT INTO documents (collection, id, body) VALUES (?, ?, ?)",
-                                     [.text(key.collection), .text(key.id), .text((state.document ?? .null).canonicalJSON)])
+                    try database.run(
+                        "INSERT INTO documents (collection, id, body) VALUES (?, ?, ?)",
+                        [.text(key.collection), .text(key.id), .text((state.document ?? .null).canonicalJSON)])
                 }
             }
         }
@@ -173,8 +184,11 @@ struct StoreBenchmarks {
         var baseline: [Double] = []
         for key in keys {
             let plainTime = try clock.measure {
-                let body = try plain.queryFirst("SELECT body FROM documents WHERE collection = ? AND id = ?",
-                                                [.text(key.collection), .text(key.id)]) { $0.text(0) } ?? nil
+                let body =
+                    try plain.queryFirst(
+                        "SELECT body FROM documents WHERE collection = ? AND id = ?",
+                        [.text(key.collection), .text(key.id)]
+                    ) { $0.text(0) } ?? nil
                 blackHole(try body.map { try Value(json: $0) })
             }
             let start = clock.now
@@ -185,12 +199,16 @@ struct StoreBenchmarks {
         ours.sort()
         baseline.sort()
         let p99 = { (values: [Double]) in values[min(values.count - 1, values.count * 99 / 100)] }
-        report.add(BenchmarkRow(name: "store: snapshot read, median, \(count) documents",
-                                figure: String(format: "%.1f µs", median(ours)), baseline: String(format: "%.1f µs plain read and parse", median(baseline)),
-                                ratio: median(baseline) / median(ours), goal: "reported (speed ratio)", isGoalMet: nil))
-        report.add(BenchmarkRow(name: "store: snapshot read, p99, \(count) documents",
-                                figure: String(format: "%.1f µs", p99(ours)), baseline: String(format: "%.1f µs plain read and parse", p99(baseline)),
-                                ratio: p99(baseline) / p99(ours), goal: "reported (speed ratio)", isGoalMet: nil))
+        report.add(
+            BenchmarkRow(
+                name: "store: snapshot read, median, \(count) documents",
+                figure: String(format: "%.1f µs", median(ours)), baseline: String(format: "%.1f µs plain read and parse", median(baseline)),
+                ratio: median(baseline) / median(ours), goal: "reported (speed ratio)", isGoalMet: nil))
+        report.add(
+            BenchmarkRow(
+                name: "store: snapshot read, p99, \(count) documents",
+                figure: String(format: "%.1f µs", p99(ours)), baseline: String(format: "%.1f µs plain read and parse", p99(baseline)),
+                ratio: p99(baseline) / p99(ours), goal: "reported (speed ratio)", isGoalMet: nil))
     }
 }
 

@@ -51,15 +51,19 @@ struct SyncBenchmarks {
         for size in sizes {
             let seeding = try clock.measure {
                 try Self.seed(store, from: seeded, to: size)
-                try baseline.preload((seeded..<size).map { ("i\($0)", Value.map(ServerBenchmarks.document($0)).canonicalJSON) },
-                                     firstSequence: Int64(seeded + 1))
+                try baseline.preload(
+                    (seeded..<size).map { ("i\($0)", Value.map(ServerBenchmarks.document($0)).canonicalJSON) },
+                    firstSequence: Int64(seeded + 1))
             }
             seeded = size
             print("seeded \(size) documents in \(String(format: "%.1f", seconds(seeding))) s (both servers)")
             let device = try runDevice(port: server.port, expected: size, folder: folder)
             let baselineRate = try baselinePullRate(port: baseline.server?.port ?? 0, expected: size, folder: folder)
-            print(String(format: "initial sync of %d: %.0f documents/s, peak %.1f MB (%.1f MB at start), %d progress reports; baseline %.0f rows/s",
-                         size, device.rate, device.peakMB, device.startMB, device.progressReports, baselineRate))
+            print(
+                String(
+                    format:
+                        "initial sync of %d: %.0f documents/s, peak %.1f MB (%.1f MB at start), %d progress reports; baseline %.0f rows/s",
+                    size, device.rate, device.peakMB, device.startMB, device.progressReports, baselineRate))
             results.append((size, device, baselineRate))
         }
         let measured = results.filter { $0.size >= (options.isQuick ? 2_000 : 10_000) }
@@ -67,12 +71,15 @@ struct SyncBenchmarks {
         if options.runs("sync-initial") {
             for (size, device, baselineRate) in measured {
                 let isFlat = device.peakMB <= smallestPeak * 1.25
-                report.add(BenchmarkRow(name: "sync: initial sync of an empty device, \(size) documents (loopback HTTP, own process)",
-                                        figure: formatRate(device.rate, "documents") + String(format: ", peak %.0f MB, %d progress reports", device.peakMB, device.progressReports),
-                                        baseline: formatRate(baselineRate, "rows by seq cursor into an empty table"),
-                                        ratio: device.rate / baselineRate,
-                                        goal: String(format: "peak < 150 MB, ≤ 1.25× the smallest size's (%.0f MB)", smallestPeak),
-                                        isGoalMet: device.peakMB < 150 && isFlat))
+                report.add(
+                    BenchmarkRow(
+                        name: "sync: initial sync of an empty device, \(size) documents (loopback HTTP, own process)",
+                        figure: formatRate(device.rate, "documents")
+                            + String(format: ", peak %.0f MB, %d progress reports", device.peakMB, device.progressReports),
+                        baseline: formatRate(baselineRate, "rows by seq cursor into an empty table"),
+                        ratio: device.rate / baselineRate,
+                        goal: String(format: "peak < 150 MB, ≤ 1.25× the smallest size's (%.0f MB)", smallestPeak),
+                        isGoalMet: device.peakMB < 150 && isFlat))
             }
         }
         if options.runs("sync-growth-pull") {
@@ -91,8 +98,10 @@ struct SyncBenchmarks {
                     let version = try transaction.nextVersion()
                     var state = DocumentState()
                     state.applyLocally(try DocumentDelta.create(ServerBenchmarks.document(index), base: .zero), at: version)
-                    try transaction.saveDocument(StoredDocument(key: DocumentKey(collection: "items", id: "i\(index)"), owner: "reader",
-                                                                version: version, state: state), at: now)
+                    try transaction.saveDocument(
+                        StoredDocument(
+                            key: DocumentKey(collection: "items", id: "i\(index)"), owner: "reader",
+                            version: version, state: state), at: now)
                 }
             }
         }
@@ -109,8 +118,9 @@ struct SyncBenchmarks {
     private func runDevice(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> DeviceResult {
         let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
         let storePath = folder.path("device-\(expected).sqlite")
-        let process = try SpawnedProcess(executable.path, [InitialSyncDevice.flag, String(port), storePath, String(expected)],
-                                         standardOutput: .pipe)
+        let process = try SpawnedProcess(
+            executable.path, [InitialSyncDevice.flag, String(port), storePath, String(expected)],
+            standardOutput: .pipe)
         let data = process.output?.readDataToEndOfFile() ?? Data()
         let termination = process.waitUntilExit()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
@@ -124,7 +134,8 @@ struct SyncBenchmarks {
             if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
         }
         guard let pulled = fields["pulled"], Int(pulled) == expected, let elapsed = fields["seconds"], let peak = fields["peakKiB"],
-              let start = fields["startKiB"], let reports = fields["reports"] else {
+            let start = fields["startKiB"], let reports = fields["reports"]
+        else {
             throw BenchmarkFailure("the device pulled other than \(expected) documents: \(line)")
         }
         return DeviceResult(rate: Double(expected) / elapsed, peakMB: peak / 1024, startMB: start / 1024, progressReports: Int(reports))
@@ -150,9 +161,12 @@ struct SyncBenchmarks {
                 try device.write { database in
                     for row in rows {
                         let fields = row.mapValue ?? [:]
-                        try database.run("INSERT INTO documents (id, body, version) VALUES (?, ?, ?)",
-                                         [.text(fields["id"]?.stringValue ?? ""), .text((fields["body"] ?? .null).canonicalJSON),
-                                          .integer(fields["version"]?.intValue ?? 0)])
+                        try database.run(
+                            "INSERT INTO documents (id, body, version) VALUES (?, ?, ?)",
+                            [
+                                .text(fields["id"]?.stringValue ?? ""), .text((fields["body"] ?? .null).canonicalJSON),
+                                .integer(fields["version"]?.intValue ?? 0),
+                            ])
                     }
                 }
                 pulled += rows.count
@@ -179,14 +193,17 @@ struct SyncBenchmarks {
             for _ in 0..<(options.isQuick ? 1 : [5, 3, 1][position]) { times.append(try await pushTime(size)) }
             let time = median(times.map(\.wall))
             let processorTime = median(times.map(\.processor))
-            print(String(format: "push of %d pending writes: %.2f s, %.1f µs a write, %.1f µs of processor time a write (median of %d)",
-                         size, time, time / Double(size) * 1e6, processorTime / Double(size) * 1e6, times.count))
+            print(
+                String(
+                    format: "push of %d pending writes: %.2f s, %.1f µs a write, %.1f µs of processor time a write (median of %d)",
+                    size, time, time / Double(size) * 1e6, processorTime / Double(size) * 1e6, times.count))
             wall.append((size, time))
             processor.append((size, processorTime))
         }
         var row = growthRow(name: "sync: growth of a push of pending writes", unit: "write", processor)
         let wallPerItem = wall.map { $0.seconds / Double($0.items) * 1e6 }
-        row.figure = wallPerItem.map { String(format: "%.1f", $0) }.joined(separator: " / ") + " µs a write (wall); processor "
+        row.figure =
+            wallPerItem.map { String(format: "%.1f", $0) }.joined(separator: " / ") + " µs a write (wall); processor "
             + row.figure
         row.baseline += " (processor)"
         report.add(row)
@@ -227,12 +244,16 @@ struct SyncBenchmarks {
             await sync.close()
         }
         let (duringTime, idleTime) = (median(during), median(idle))
-        print(String(format: "online write during a first sync of %d documents: %.1f ms; idle: %.1f ms; the first sync %.0f ms",
-                     documents, duringTime * 1000, idleTime * 1000, median(firstSync) * 1000))
-        report.add(BenchmarkRow(name: "sync: an online write during a first sync of \(documents) documents (loopback HTTP)",
-                                figure: String(format: "%.1f ms (the first sync: %.0f ms)", duringTime * 1000, median(firstSync) * 1000),
-                                baseline: String(format: "%.1f ms, the same write on the idle device", idleTime * 1000),
-                                ratio: duringTime / idleTime, goal: "≤ 20×", isGoalMet: duringTime / idleTime <= 20))
+        print(
+            String(
+                format: "online write during a first sync of %d documents: %.1f ms; idle: %.1f ms; the first sync %.0f ms",
+                documents, duringTime * 1000, idleTime * 1000, median(firstSync) * 1000))
+        report.add(
+            BenchmarkRow(
+                name: "sync: an online write during a first sync of \(documents) documents (loopback HTTP)",
+                figure: String(format: "%.1f ms (the first sync: %.0f ms)", duringTime * 1000, median(firstSync) * 1000),
+                baseline: String(format: "%.1f ms, the same write on the idle device", idleTime * 1000),
+                ratio: duringTime / idleTime, goal: "≤ 20×", isGoalMet: duringTime / idleTime <= 20))
     }
 
     /// Wall and processor seconds from the start of a device holding `size` pending creates until
@@ -268,10 +289,11 @@ struct SyncBenchmarks {
         let perItem = growth.map { $0.seconds / Double($0.items) * 1e6 }
         let ratio = (perItem.last ?? 0) / max(perItem.first ?? 1, 1e-9)
         let sizes = growth.map { $0.items >= 1_000 ? "\($0.items / 1_000)k" : "\($0.items)" }.joined(separator: " / ")
-        return BenchmarkRow(name: "\(name), \(sizes)",
-                            figure: perItem.map { String(format: "%.1f", $0) }.joined(separator: " / ") + " µs a \(unit)",
-                            baseline: String(format: "%.1f µs a \(unit) at \(growth.first?.items ?? 0)", perItem.first ?? 0),
-                            ratio: ratio, goal: "≤ 1.5× per \(unit), largest / smallest (linear or better)", isGoalMet: ratio <= 1.5)
+        return BenchmarkRow(
+            name: "\(name), \(sizes)",
+            figure: perItem.map { String(format: "%.1f", $0) }.joined(separator: " / ") + " µs a \(unit)",
+            baseline: String(format: "%.1f µs a \(unit) at \(growth.first?.items ?? 0)", perItem.first ?? 0),
+            ratio: ratio, goal: "≤ 1.5× per \(unit), largest / smallest (linear or better)", isGoalMet: ratio <= 1.5)
     }
 }
 
@@ -335,11 +357,11 @@ enum InitialSyncDevice {
     /// The peak resident memory in KiB: VmHWM on Linux, `ru_maxrss` (bytes) elsewhere.
     static func peakKiB() -> Int {
         #if os(Linux)
-        return residentKiB("VmHWM")
+            return residentKiB("VmHWM")
         #else
-        var usage = rusage()
-        getrusage(RUSAGE_SELF, &usage)
-        return Int(usage.ru_maxrss) / 1024
+            var usage = rusage()
+            getrusage(RUSAGE_SELF, &usage)
+            return Int(usage.ru_maxrss) / 1024
         #endif
     }
 
@@ -347,7 +369,8 @@ enum InitialSyncDevice {
     /// as off Linux).
     static func residentKiB(_ name: String, of process: String = "self") -> Int {
         guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") })
+        else { return 0 }
         return Int(line.split(whereSeparator: \.isWhitespace).dropFirst().first ?? "") ?? 0
     }
 }
@@ -356,9 +379,9 @@ enum InitialSyncDevice {
 func processorSeconds() -> Double {
     var usage = rusage()
     #if os(Linux)
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
     #else
-    getrusage(RUSAGE_SELF, &usage)
+        getrusage(RUSAGE_SELF, &usage)
     #endif
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }

@@ -13,7 +13,9 @@ let options = BenchmarkOptions(arguments: arguments)
 
 print("# abrova-bench")
 print("")
-print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB; \(options.isQuick ? "quick run" : "full run")")
+print(
+    "machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB; \(options.isQuick ? "quick run" : "full run")"
+)
 print("")
 
 var report = BenchmarkReport()

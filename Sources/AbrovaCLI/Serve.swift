@@ -1,7 +1,7 @@
 import AbrovaCore
 import AbrovaHTTP
-import AbrovaServer
 import AbrovaSQLite
+import AbrovaServer
 import AbrovaWire
 import Dispatch
 import Foundation
@@ -67,11 +67,14 @@ func runServer(_ options: ServeOptions) throws {
         }
     }
     let limits = WireLimits(maximumChanges: options.maximumBatchChanges, maximumPageBytes: options.maximumPageBytes)
-    let service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
-        limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
-    var http = HTTPServerConfiguration(port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly,
-                                       maximumConnectionsPerAddress: options.maximumConnectionsPerAddress,
-                                       minimumBytesPerSecond: options.minimumBytesPerSecond)
+    let service = try SyncService(
+        store: store, rules: rules,
+        configuration: ServiceConfiguration(
+            limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
+    var http = HTTPServerConfiguration(
+        port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly,
+        maximumConnectionsPerAddress: options.maximumConnectionsPerAddress,
+        minimumBytesPerSecond: options.minimumBytesPerSecond)
     var bodyLimits = BodyLimits(maximumBodyBytes: http.maximumBodyBytes)
     if let bytes = options.maximumBodyBytes {
         http.maximumBodyBytes = bytes
@@ -87,7 +90,9 @@ func runServer(_ options: ServeOptions) throws {
     if authFile == nil {
         logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
         if options.developmentOnAllInterfaces {
-            logLine("WARNING: --dev-on-all-interfaces: development mode on every interface; anyone who can reach this port can read and write as any user")
+            logLine(
+                "WARNING: --dev-on-all-interfaces: development mode on every interface; anyone who can reach this port can read and write as any user"
+            )
         }
     }
 
@@ -106,7 +111,7 @@ func runServer(_ options: ServeOptions) throws {
     let stopped = DispatchSemaphore(value: 0)
     var sources: [DispatchSourceSignal] = []
     for signalNumber in [SIGINT, SIGTERM] {
-        signal(signalNumber, SIG_IGN)  // handled by the dispatch source instead
+        signal(signalNumber, SIG_IGN) // handled by the dispatch source instead
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: DispatchQueue(label: "abrova.signals"))
         source.setEventHandler { stopped.signal() }
         source.resume()

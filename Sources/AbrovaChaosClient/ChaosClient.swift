@@ -66,8 +66,10 @@ final class ConflictLogger: SyncEngine.SyncListener {
 
     func onConflictDetected(conflict: ConflictInfo) {
         for field in conflict.conflicts {
-            log?.append(ChaosLogEntry(.conflict, collection: conflict.collection, document: conflict.documentId, field: field.path.dotted,
-                                      value: field.clientValue?.stringValue ?? "", detail: field.outcome.rawValue))
+            log?.append(
+                ChaosLogEntry(
+                    .conflict, collection: conflict.collection, document: conflict.documentId, field: field.path.dotted,
+                    value: field.clientValue?.stringValue ?? "", detail: field.outcome.rawValue))
         }
     }
 }
@@ -88,13 +90,14 @@ func makeSync(_ options: ClientOptions) throws -> AbrovaSync {
     // A test kills the process while its resolver is deciding (as an app the system ends while the
     // user chooses): the resolver says so on standard error, then takes this long.
     let delay = ProcessInfo.processInfo.environment["ABROVA_CHAOS_RESOLVER_DELAY_MS"].flatMap(Int.init)
-    return try AbrovaSync(config: builder.conflictResolver { info in
-        if let delay {
-            FileHandle.standardError.write(Data("resolving \(info.collection)/\(info.documentId)\n".utf8))
-            try? await Task.sleep(for: .milliseconds(delay))
-        }
-        return resolve(info, by: name)
-    }.build())
+    return try AbrovaSync(
+        config: builder.conflictResolver { info in
+            if let delay {
+                FileHandle.standardError.write(Data("resolving \(info.collection)/\(info.documentId)\n".utf8))
+                try? await Task.sleep(for: .milliseconds(delay))
+            }
+            return resolve(info, by: name)
+        }.build())
 }
 
 /// The manual resolver: the server's document, with this client's own register as the device has
@@ -143,7 +146,9 @@ func drive(_ sync: AbrovaSync) async throws {
         case "set" where words.count == 5, "update" where words.count == 5:
             let reference = sync.collection(words[1]).document(words[2])
             do {
-                let snapshot = words[0] == "set" ? try await reference.setData([words[3]: .string(words[4])])
+                let snapshot =
+                    words[0] == "set"
+                    ? try await reference.setData([words[3]: .string(words[4])])
                     : try await reference.updateData([words[3]: .value(.string(words[4]))])
                 say(snapshot.metadata.hasPendingWrites ? "ok pending" : "ok confirmed")
             } catch {

@@ -42,7 +42,8 @@ struct Writer {
 
     private func hasSharedDocuments() async throws -> Bool {
         for collection in ChaosWorkload.sharedStrategies.keys {
-            for id in ChaosWorkload.sharedDocuments where try await sync.collection(collection).document(id).getDocument(source: .cache).data == nil {
+            for id in ChaosWorkload.sharedDocuments
+            where try await sync.collection(collection).document(id).getDocument(source: .cache).data == nil {
                 return false
             }
         }
@@ -57,8 +58,10 @@ struct Writer {
         let rejections = sync.documentRejections
         Task {
             for await rejection in rejections {
-                log.append(ChaosLogEntry(.rejectedLater, collection: rejection.collection, document: rejection.documentId,
-                                         detail: "\(rejection.error.statusCode ?? 0)"))
+                log.append(
+                    ChaosLogEntry(
+                        .rejectedLater, collection: rejection.collection, document: rejection.documentId,
+                        detail: "\(rejection.error.statusCode ?? 0)"))
             }
         }
         while true {
@@ -110,7 +113,8 @@ struct Writer {
             let collection = choices.element(of: ChaosWorkload.setCollections)
             let document = choices.element(of: ChaosWorkload.sharedDocuments)
             let reference = sync.collection(collection).document(document)
-            let mine = try await reference.getDocument(source: .cache).data?.mapValue?["items"]?.arrayValue?
+            let mine =
+                try await reference.getDocument(source: .cache).data?.mapValue?["items"]?.arrayValue?
                 .compactMap(\.stringValue).filter { $0.hasPrefix("\(name)-") } ?? []
             (entry.collection, entry.document, entry.field) = (collection, document, "items")
             if roll >= 87, !mine.isEmpty {

@@ -37,7 +37,7 @@ do {
         let listener = ConflictLogger(log: log)
         sync.addSyncListener(listener)
         let quiet = await syncUntilQuiet(sync, within: 60)
-        _ = await syncUntilQuiet(sync, within: 10)  // a second run: pulls what came meanwhile
+        _ = await syncUntilQuiet(sync, within: 10) // a second run: pulls what came meanwhile
         try Data(try await dump(sync).utf8).write(to: URL(fileURLWithPath: options.dumpPath))
         withExtendedLifetime(listener) {}
         guard quiet else { throw ClientFailure("still \(await sync.pendingCount) writes pending") }

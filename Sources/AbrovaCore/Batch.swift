@@ -24,8 +24,9 @@ public struct DocumentKey: Hashable, Comparable, Sendable, CustomStringConvertib
             }
             guard isAllowed, !bytes.isEmpty, bytes.count <= maximum, part != ".", part != ".." else {
                 let allowed = String(decoding: extra, as: UTF8.self).map(String.init).joined(separator: " ")
-                throw ValueError(.invalidFieldName, field: name,
-                                 detail: "a \(name) must be 1 to \(maximum) ASCII letters, digits or \(allowed), not \"\(part.prefix(40))\"")
+                throw ValueError(
+                    .invalidFieldName, field: name,
+                    detail: "a \(name) must be 1 to \(maximum) ASCII letters, digits or \(allowed), not \"\(part.prefix(40))\"")
             }
         }
         try check(collection, name: "collection", maximum: 100, extra: Self.collectionPunctuation)

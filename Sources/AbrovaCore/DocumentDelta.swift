@@ -63,8 +63,9 @@ public struct DocumentDelta: Hashable, Sendable {
     ///   both assigned and changed as a set, else the smallest path under another).
     func checkWritesDoNotOverlap() throws(ValueError) {
         func refuse(_ path: FieldPath, _ other: FieldPath) -> ValueError {
-            ValueError(.malformedJSON, field: path.dotted,
-                       detail: "the change writes both \"\(other.dotted)\" and \"\(path.dotted)\"; a change writes each place once")
+            ValueError(
+                .malformedJSON, field: path.dotted,
+                detail: "the change writes both \"\(other.dotted)\" and \"\(path.dotted)\"; a change writes each place once")
         }
         // The smallest, not the first the dictionary's order (which varies from run to run) meets.
         var assignedAndChanged: FieldPath?
@@ -72,7 +73,7 @@ public struct DocumentDelta: Hashable, Sendable {
             assignedAndChanged = path
         }
         if let assignedAndChanged { throw refuse(assignedAndChanged, assignedAndChanged) }
-        guard hasNestedPaths else { return }  // distinct top-level paths never overlap
+        guard hasNestedPaths else { return } // distinct top-level paths never overlap
         var written = Set(assignments.keys)
         written.formUnion(setChanges.keys)
         for path in written.sorted() {
@@ -86,9 +87,11 @@ public struct DocumentDelta: Hashable, Sendable {
 
     /// Sets `hasNestedPaths` from the parts, after they were written directly.
     mutating func noteNestedPaths() {
-        hasNestedPaths = [removals.keys.contains(where: \.isNested), fieldRemovals.keys.contains(where: \.isNested),
-                          assignments.keys.contains(where: \.isNested), setChanges.keys.contains(where: \.isNested)]
-            .contains(true)
+        hasNestedPaths = [
+            removals.keys.contains(where: \.isNested), fieldRemovals.keys.contains(where: \.isNested),
+            assignments.keys.contains(where: \.isNested), setChanges.keys.contains(where: \.isNested),
+        ]
+        .contains(true)
     }
 
     // Equality is about the parts: `hasNestedPaths` is bookkeeping.
@@ -176,9 +179,11 @@ public struct DocumentDelta: Hashable, Sendable {
     /// under it, which then write over it: `set: ["a": ["x": 1], "a.y": 2]` leaves `a.x` and `a.y`.
     ///
     /// - Throws: `ValueError` naming the field when a path or value cannot be stored.
-    public static func update(set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
-                              setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:],
-                              base: Version) throws(ValueError) -> DocumentDelta {
+    public static func update(
+        set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
+        setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:],
+        base: Version
+    ) throws(ValueError) -> DocumentDelta {
         var delta = DocumentDelta()
         // The dictionaries are walked in path order: theirs varies from run to run (and between
         // equal dictionaries), and overlapping paths give different deltas in different orders.
@@ -232,8 +237,10 @@ public struct DocumentDelta: Hashable, Sendable {
         return delta
     }
 
-    init(removals: [FieldPath: Version] = [:], assignments: [FieldPath: Assignment] = [:],
-         setChanges: [FieldPath: SetChange] = [:]) {
+    init(
+        removals: [FieldPath: Version] = [:], assignments: [FieldPath: Assignment] = [:],
+        setChanges: [FieldPath: SetChange] = [:]
+    ) {
         self.removals = removals
         fieldRemovals = [:]
         self.assignments = assignments
@@ -250,7 +257,7 @@ public struct DocumentDelta: Hashable, Sendable {
             for (leafPath, leaf) in value.leaves(at: path) {
                 part.assignments[leafPath] = Assignment(value: leaf, base: base)
             }
-            part.hasNestedPaths = true  // the leaves of a map lie under its path
+            part.hasNestedPaths = true // the leaves of a map lie under its path
             compose(with: part)
         } else {
             compose(with: DocumentDelta(assignments: [path: Assignment(value: value, base: base)]))

@@ -140,7 +140,8 @@ public struct DocumentState: Hashable, Sendable {
     /// `nil` for any other change.
     init?(creating delta: DocumentDelta, at version: Version) {
         guard delta.create != nil, !delta.assignments.keys.contains(where: \.isNested),
-              !delta.setChanges.keys.contains(where: { $0.isNested || delta.assignments[$0] != nil }) else { return nil }
+            !delta.setChanges.keys.contains(where: { $0.isNested || delta.assignments[$0] != nil })
+        else { return nil }
         self.init()
         fields.reserveCapacity(delta.assignments.count + delta.setChanges.count)
         existence = Existence(exists: delta.delete == nil, version: version)
@@ -321,8 +322,10 @@ public struct DocumentState: Hashable, Sendable {
     /// Adds and removes set elements at `path`; a path that holds no set gets a new one.
     /// Returns whether the set changed.
     @discardableResult
-    mutating func changeSet(at path: FieldPath, adding adds: Set<Value>, removing removes: Set<Value>,
-                            version: Version, removeIf shouldRemove: (Version) -> Bool = { _ in true }) -> Bool {
+    mutating func changeSet(
+        at path: FieldPath, adding adds: Set<Value>, removing removes: Set<Value>,
+        version: Version, removeIf shouldRemove: (Version) -> Bool = { _ in true }
+    ) -> Bool {
         if case .set? = fields[path], livePaths(overlapping: path) == [path], let index = fields.index(forKey: path) {
             // Changed in place, in proportion to the change: the set is taken out of its field while
             // it changes (so that its elements are not copied), and the size is adjusted by the
@@ -344,7 +347,7 @@ public struct DocumentState: Hashable, Sendable {
                 }
                 if changed {
                     set.version = version
-                    sizeChange += max(set.elements.count - 1, 0) - max(countBefore - 1, 0)  // the commas
+                    sizeChange += max(set.elements.count - 1, 0) - max(countBefore - 1, 0) // the commas
                 }
                 return changed
             }
@@ -354,8 +357,11 @@ public struct DocumentState: Hashable, Sendable {
             return true
         }
         for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
-        store(.set(ObservedRemoveSet(elements: Dictionary(uniqueKeysWithValues: adds.map { ($0, version) }),
-                                     version: version)), at: path)
+        store(
+            .set(
+                ObservedRemoveSet(
+                    elements: Dictionary(uniqueKeysWithValues: adds.map { ($0, version) }),
+                    version: version)), at: path)
         return true
     }
 
@@ -377,7 +383,7 @@ public struct DocumentState: Hashable, Sendable {
     /// ordered by their canonical encoding, so the join is commutative, associative and idempotent.
     public mutating func merge(_ other: DocumentState) {
         if existence == .never && fields.isEmpty {
-            self = other  // joining into nothing gives the other state (a pulled document seen first)
+            self = other // joining into nothing gives the other state (a pulled document seen first)
             return
         }
         if Self.precedes(existence, other.existence) { setExistence(other.existence.exists, at: other.existence.version) }

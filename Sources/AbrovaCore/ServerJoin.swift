@@ -16,24 +16,30 @@ extension ConflictStrategy {
     ///   When it throws, `state` is unchanged. A server that must check its rules before the size
     ///   (so that the answer tells nothing of a document the caller may not read) passes `.max`
     ///   and checks the size itself.
-    public func apply(_ delta: DocumentDelta, to state: inout DocumentState, version: Version,
-                      maximumBytes: Int = ValueLimits.maximumDocumentBytes) throws(ValueError) -> JoinReport {
+    public func apply(
+        _ delta: DocumentDelta, to state: inout DocumentState, version: Version,
+        maximumBytes: Int = ValueLimits.maximumDocumentBytes
+    ) throws(ValueError) -> JoinReport {
         if state.isPristine { return try Self.applyToNew(delta, state: &state, version: version, maximumBytes: maximumBytes) }
         return try applyInFull(delta, to: &state, version: version, maximumBytes: maximumBytes)
     }
 
     /// The join without the shortcut for new documents; the tests compare the two.
-    func applyInFull(_ delta: DocumentDelta, to state: inout DocumentState, version: Version,
-                     maximumBytes: Int = ValueLimits.maximumDocumentBytes) throws(ValueError) -> JoinReport {
+    func applyInFull(
+        _ delta: DocumentDelta, to state: inout DocumentState, version: Version,
+        maximumBytes: Int = ValueLimits.maximumDocumentBytes
+    ) throws(ValueError) -> JoinReport {
         var join = ServerJoin(delta: delta, strategy: self, version: version, maximumBytes: maximumBytes)
         return try join.run(on: &state)
     }
 
     /// The join into a document nobody has written, the common case of a push: there is nothing to
     /// conflict with, so every strategy applies the change as it is, and everything it wrote is new.
-    private static func applyToNew(_ delta: DocumentDelta, state: inout DocumentState, version: Version,
-                                   maximumBytes: Int) throws(ValueError) -> JoinReport {
-        guard delta.hasEdits else { return JoinReport() }  // deleting what is not there changes nothing
+    private static func applyToNew(
+        _ delta: DocumentDelta, state: inout DocumentState, version: Version,
+        maximumBytes: Int
+    ) throws(ValueError) -> JoinReport {
+        guard delta.hasEdits else { return JoinReport() } // deleting what is not there changes nothing
         guard delta.create != nil else { throw ValueError(.documentNotFound, field: "", detail: "the document does not exist") }
         var result = state
         if let created = DocumentState(creating: delta, at: version) {
@@ -91,15 +97,16 @@ private struct ServerJoin {
 
         // Settle the document level before anything changes.
         if !savedExistence.exists {
-            guard delta.hasEdits else { return JoinReport() }  // deleting what is not there changes nothing
+            guard delta.hasEdits else { return JoinReport() } // deleting what is not there changes nothing
             let base = [delta.create, delta.earliestFieldBase].compactMap { $0 }.min() ?? .zero
             if savedExistence.version > base {
                 // The client edited a document the server deleted since the client's base.
-                let outcome: Conflict.Outcome = switch strategy {
-                case .serverWins: .serverWon
-                case .clientWins, .merge: .clientWon
-                case .manual: .unresolved
-                }
+                let outcome: Conflict.Outcome =
+                    switch strategy {
+                    case .serverWins: .serverWon
+                    case .clientWins, .merge: .clientWon
+                    case .manual: .unresolved
+                    }
                 let intent = state.applyingLocally(delta, at: version).settingExistence(true, at: version)
                 conflicts.append(Conflict(path: .root, serverValue: nil, clientValue: intent.document, outcome: outcome))
                 if strategy == .serverWins { return JoinReport(conflicts: conflicts) }
@@ -108,25 +115,26 @@ private struct ServerJoin {
             }
         } else if let deleteBase = delta.delete, savedVersion > deleteBase {
             // The client deleted a document the server edited since the client's base.
-            let outcome: Conflict.Outcome = switch strategy {
-            case .serverWins, .merge: .serverWon
-            case .clientWins: .clientWon
-            case .manual: .unresolved
-            }
+            let outcome: Conflict.Outcome =
+                switch strategy {
+                case .serverWins, .merge: .serverWon
+                case .clientWins: .clientWon
+                case .manual: .unresolved
+                }
             conflicts.append(Conflict(path: .root, serverValue: state.document, clientValue: nil, outcome: outcome))
             keepsExistence = outcome == .serverWon
         }
 
         state.applyLocally(delta, at: version)
         if !savedExistence.exists, conflicts.first?.path.isRoot == true {
-            state.setExistence(true, at: version)  // the edit wins: the document comes back
+            state.setExistence(true, at: version) // the edit wins: the document comes back
         }
 
         // Settle the fields, one overlap group at a time. A field conflicts only when the server
         // changed it after the base that touches it; when none was (an uncontested change, the
         // common case), no group can have a conflict and the grouping is skipped.
         let mayConflict = bases.contains { path, base in (before(path)?.version ?? .zero) > base }
-        var beforeState: DocumentState?  // built only to describe conflicts
+        var beforeState: DocumentState? // built only to describe conflicts
         for group in mayConflict ? Self.overlapGroups(of: bases.keys) : [] {
             let conflicting = group.filter { path in
                 guard let server = before(path), let base = bases[path], server.version > base else { return false }
@@ -134,17 +142,20 @@ private struct ServerJoin {
             }
             guard !conflicting.isEmpty else { continue }
             let mergesAsSet = strategy == .merge && group.count == 1 && mergesElementwise(at: group[0])
-            let outcome: Conflict.Outcome = switch strategy {
-            case .serverWins: .serverWon
-            case .clientWins: .clientWon
-            case .merge: mergesAsSet ? .merged : .serverWon
-            case .manual: .unresolved
-            }
+            let outcome: Conflict.Outcome =
+                switch strategy {
+                case .serverWins: .serverWon
+                case .clientWins: .clientWon
+                case .merge: mergesAsSet ? .merged : .serverWon
+                case .manual: .unresolved
+                }
             let described = beforeState ?? DocumentState(existence: savedExistence, fields: saved.compactMapValues { $0 })
             beforeState = described
             for path in Set(conflicting.flatMap(reportedPaths(for:))).sorted() {
-                conflicts.append(Conflict(path: path, serverValue: described.liveValue(within: path),
-                                          clientValue: state.liveValue(within: path), outcome: outcome))
+                conflicts.append(
+                    Conflict(
+                        path: path, serverValue: described.liveValue(within: path),
+                        clientValue: state.liveValue(within: path), outcome: outcome))
             }
             if mergesAsSet, let base = bases[group[0]] {
                 state.restore(group[0], to: mergedSet(at: group[0], base: base).map(Field.set))
@@ -218,11 +229,11 @@ private struct ServerJoin {
 
     /// Groups paths so that a path and every path under it are in one group.
     private static func overlapGroups(of paths: some Collection<FieldPath>) -> [[FieldPath]] {
-        if paths.count == 1, let only = paths.first { return [[only]] }  // the common single-field change
+        if paths.count == 1, let only = paths.first { return [[only]] } // the common single-field change
         // Top-level paths cannot lie under one another: each is its own group.
         if paths.allSatisfy({ !$0.isNested }) { return paths.sorted().map { [$0] } }
         let members = Set(paths)
-        var groupOf: [FieldPath: FieldPath] = [:]  // path -> its topmost touched ancestor
+        var groupOf: [FieldPath: FieldPath] = [:] // path -> its topmost touched ancestor
         for path in members {
             var top = path
             var prefix = path
@@ -239,8 +250,9 @@ private struct ServerJoin {
     /// replace it), so that merge combines elements rather than keeping the server's set.
     private func mergesElementwise(at path: FieldPath) -> Bool {
         guard delta.setChanges[path] != nil, delta.create == nil, delta.fieldRemovals[path] == nil,
-              case .set? = before(path),
-              !delta.removals.keys.contains(where: { path.isWithin($0) }) else { return false }
+            case .set? = before(path),
+            !delta.removals.keys.contains(where: { path.isWithin($0) })
+        else { return false }
         return true
     }
 

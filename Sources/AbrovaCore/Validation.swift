@@ -34,8 +34,9 @@ extension Value {
     /// Checks the value of a map's entry `key`, and the key, for a map at `path` and `depth`.
     private func validate(asEntry key: String, ofMapAt path: FieldPath, depth: Int) throws(ValueError) {
         guard !key.isEmpty, !key.contains(FieldPath.separator) else {
-            throw ValueError(.invalidFieldName, field: path.isRoot ? key : path.dotted + "." + key,
-                             detail: "a field name is empty or contains \".\"")
+            throw ValueError(
+                .invalidFieldName, field: path.isRoot ? key : path.dotted + "." + key,
+                detail: "a field name is empty or contains \".\"")
         }
         try FieldPath.checkName(key, at: path.isRoot ? key : path.dotted + "." + key)
         try validate(at: path.appending(key), depth: depth + 1)
@@ -61,8 +62,9 @@ extension DocumentState {
     /// - Throws: `ValueError` with code `tooLarge`.
     public func checkSize() throws(ValueError) {
         guard byteSize <= ValueLimits.maximumDocumentBytes else {
-            throw ValueError(.tooLarge, field: "",
-                             detail: "the document holds \(byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
+            throw ValueError(
+                .tooLarge, field: "",
+                detail: "the document holds \(byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)")
         }
     }
 }

@@ -155,20 +155,25 @@ final class DeviceEvents: SyncEngine.SyncListener {
     func onConflictDetected(conflict info: ConflictInfo) {
         for conflict in info.conflicts {
             record.withLock {
-                $0.conflicts.append(ReportedConflict(device: device, collection: info.collection, documentId: info.documentId,
-                                                     conflict: conflict))
+                $0.conflicts.append(
+                    ReportedConflict(
+                        device: device, collection: info.collection, documentId: info.documentId,
+                        conflict: conflict))
             }
             let field = conflict.path.isRoot ? "the document" : "field \(conflict.path.dotted)"
-            say("CONFLICT on \(info.collection)/\(info.documentId), \(field): server has \(describe(conflict.serverValue)), "
-                + "this device wanted \(describe(conflict.clientValue)) -> \(describe(conflict.outcome))")
+            say(
+                "CONFLICT on \(info.collection)/\(info.documentId), \(field): server has \(describe(conflict.serverValue)), "
+                    + "this device wanted \(describe(conflict.clientValue)) -> \(describe(conflict.outcome))")
         }
     }
 
     func onDocumentRejected(documentId: String, operation: OperationType, error: any Error) {
         let refusal = error as? AbrovaSyncError
         record.withLock {
-            $0.rejections.append(ReportedRejection(device: device, documentId: documentId, operation: operation,
-                                                   statusCode: refusal?.statusCode, message: refusal?.message ?? "\(error)"))
+            $0.rejections.append(
+                ReportedRejection(
+                    device: device, documentId: documentId, operation: operation,
+                    statusCode: refusal?.statusCode, message: refusal?.message ?? "\(error)"))
         }
         let status = refusal?.statusCode.map { "\($0)" } ?? "no status"
         say("REFUSED: \(operation) of \(documentId) (\(status): \(refusal?.message ?? "\(error)")); dropped and rolled back")

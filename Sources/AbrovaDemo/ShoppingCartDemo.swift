@@ -73,7 +73,8 @@ public enum ShoppingCartDemo {
     /// - Throws: `ShoppingCartDemoError` when a step takes longer than `waitLimit`; the SDK's or
     ///   the server's errors when a step fails.
     public static func run(output: @escaping @Sendable (String) -> Void, waitLimit: Duration = .seconds(10)) async throws
-        -> ShoppingCartDemoSummary {
+        -> ShoppingCartDemoSummary
+    {
         let started = ContinuousClock.now
         let folder = try DemoFolder()
         let rules = RuleBook(collections: [
@@ -92,25 +93,29 @@ public enum ShoppingCartDemo {
         do {
             output("The server listens on \(server.url), on a temporary SQLite database.")
             output("  Rules: \"carts\" are shared by every signed-in user; \"coupons\" can be written by no device.")
-            let phone = try DemoDevice(name: "Ana's phone", user: "ana", server: server.url,
-                                       storePath: folder.path("ana-phone.sqlite"), output: output)
+            let phone = try DemoDevice(
+                name: "Ana's phone", user: "ana", server: server.url,
+                storePath: folder.path("ana-phone.sqlite"), output: output)
             devices.append(phone)
-            let laptop = try DemoDevice(name: "Ben's laptop", user: "ben", server: server.url,
-                                        storePath: folder.path("ben-laptop.sqlite"), output: output)
+            let laptop = try DemoDevice(
+                name: "Ben's laptop", user: "ben", server: server.url,
+                storePath: folder.path("ben-laptop.sqlite"), output: output)
             devices.append(laptop)
             try await phone.settle(within: waitLimit)
             try await laptop.settle(within: waitLimit)
             output("  Two devices of one household, each with its own store and the merge conflict strategy:")
             output("  Ana's phone (user ana) and Ben's laptop (user ben). Their sync events are shown as \"device | event\".")
-            let summary = try await play(phone: phone, laptop: laptop, server: server, folder: folder, output: output,
-                                         waitLimit: waitLimit)
+            let summary = try await play(
+                phone: phone, laptop: laptop, server: server, folder: folder, output: output,
+                waitLimit: waitLimit)
             for device in devices { await device.sync.close() }
             await server.stop()
             folder.remove()
             let elapsed = ContinuousClock.now - started
             output("")
-            output("Done in \(milliseconds(elapsed, digits: 0)) ms; "
-                + "the server and the temporary files are gone.")
+            output(
+                "Done in \(milliseconds(elapsed, digits: 0)) ms; "
+                    + "the server and the temporary files are gone.")
             return summary
         } catch {
             for device in devices { await device.sync.close() }
@@ -120,8 +125,10 @@ public enum ShoppingCartDemo {
         }
     }
 
-    private static func play(phone: DemoDevice, laptop: DemoDevice, server: DemoServer, folder: DemoFolder,
-                             output: @escaping @Sendable (String) -> Void, waitLimit: Duration) async throws -> ShoppingCartDemoSummary {
+    private static func play(
+        phone: DemoDevice, laptop: DemoDevice, server: DemoServer, folder: DemoFolder,
+        output: @escaping @Sendable (String) -> Void, waitLimit: Duration
+    ) async throws -> ShoppingCartDemoSummary {
         let phoneCart = phone.carts.document(cart)
         let laptopCart = laptop.carts.document(cart)
 
@@ -151,7 +158,8 @@ public enum ShoppingCartDemo {
         try await timed("Ben's laptop adds the coupon FREESHIP (the rules will refuse it)", output) {
             try await laptop.sync.collection("coupons").document("freeship").setData(["code": "FREESHIP", "cart": .string(cart)])
         }
-        output("   Waiting to be sent: Ana's phone \(await phone.sync.pendingCount), Ben's laptop \(await laptop.sync.pendingCount) writes.")
+        output(
+            "   Waiting to be sent: Ana's phone \(await phone.sync.pendingCount), Ben's laptop \(await laptop.sync.pendingCount) writes.")
         output("   Ana's phone  sees \(describe(try await phone.cart(cart).map(Value.map)))")
         output("   Ben's laptop sees \(describe(try await laptop.cart(cart).map(Value.map)))")
 
@@ -187,8 +195,9 @@ public enum ShoppingCartDemo {
         for line in explanations(of: summary.laptopCart ?? [:], conflicts: summary.conflicts) { output("   - \(line)") }
         let couponFate = summary.isRefusedDocumentRolledBack ? "it is gone from Ben's laptop too" : "BUT IT IS STILL ON BEN'S LAPTOP"
         for rejection in summary.rejections {
-            output("   - coupons/\(rejection.documentId): the rules refused its \(rejection.operation) (\(rejection.statusCode.map(String.init) ?? "?")) "
-                + "when it was sent; the SDK dropped the write and rolled the document back: \(couponFate).")
+            output(
+                "   - coupons/\(rejection.documentId): the rules refused its \(rejection.operation) (\(rejection.statusCode.map(String.init) ?? "?")) "
+                    + "when it was sent; the SDK dropped the write and rolled the document back: \(couponFate).")
         }
         return summary
     }

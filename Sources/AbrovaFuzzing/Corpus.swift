@@ -52,7 +52,8 @@ public struct WireCorpus: Sendable {
             }
             return corpus
         } catch {
-            return WireCorpus(problem: "the wire fixtures in \(folder.path) could not be read (\(error)); only the seeds built in code are used")
+            return WireCorpus(
+                problem: "the wire fixtures in \(folder.path) could not be read (\(error)); only the seeds built in code are used")
         }
     }
 }
@@ -74,14 +75,20 @@ enum BuiltSeeds {
         var deltas: [DocumentDelta] = []
         // Built from literals the library accepts; a refusal here is a bug in the seeds.
         do {
-            deltas.append(try .create(["items": ["milk", "eggs"], "owner": "ana", "qty": ["milk": 2, "eggs": 12],
-                                       "note": "caf\u{E9} \u{1F600} \"quoted\" \\ line\nbreak", "price": 2.5,
-                                       "done": false, "nothing": .null, "big": .int(Int64.max), "small": .int(Int64.min),
-                                       "nested": ["a": ["b": ["c": [1, [2, [3]]]]]]], base: .zero))
-            deltas.append(try .update(set: [path("qty.milk"): 3, path("note"): "x"],
-                                      remove: [path("price")],
-                                      setAdd: [path("items"): ["bread", ["kind": "rye"]]],
-                                      setRemove: [path("tags"): [1, "old"]], base: Version(41)))
+            deltas.append(
+                try .create(
+                    [
+                        "items": ["milk", "eggs"], "owner": "ana", "qty": ["milk": 2, "eggs": 12],
+                        "note": "caf\u{E9} \u{1F600} \"quoted\" \\ line\nbreak", "price": 2.5,
+                        "done": false, "nothing": .null, "big": .int(Int64.max), "small": .int(Int64.min),
+                        "nested": ["a": ["b": ["c": [1, [2, [3]]]]]],
+                    ], base: .zero))
+            deltas.append(
+                try .update(
+                    set: [path("qty.milk"): 3, path("note"): "x"],
+                    remove: [path("price")],
+                    setAdd: [path("items"): ["bread", ["kind": "rye"]]],
+                    setRemove: [path("tags"): [1, "old"]], base: Version(41)))
             deltas.append(try .update(set: [path("a.b.c"): ["deep": [true]]], base: Version(UInt64(Int64.max))))
             deltas.append(.delete(base: Version(7)))
         } catch {
@@ -94,16 +101,22 @@ enum BuiltSeeds {
     static let pushBodies: [[UInt8]] = {
         var bodies: [[UInt8]] = []
         for (index, delta) in deltas.enumerated() {
-            let batch = Batch(clientID: "client-\(index)", sequence: Int64(index + 1),
-                              changes: [BatchChange(key: cart, delta: delta, writes: index + 1)])
+            let batch = Batch(
+                clientID: "client-\(index)", sequence: Int64(index + 1),
+                changes: [BatchChange(key: cart, delta: delta, writes: index + 1)])
             bodies.append(PushRequest(batch: batch, strategy: ConflictStrategy.allCases[index % 4]).body)
         }
         let changes = deltas.enumerated().map { index, delta in
-            BatchChange(key: DocumentKey(collection: ["carts", "notes", "catalog", "shared"][index % 4], id: "doc-\(index)"),
-                        delta: delta, writes: 1, strategy: ConflictStrategy.allCases[(index + 1) % 4])
+            BatchChange(
+                key: DocumentKey(collection: ["carts", "notes", "catalog", "shared"][index % 4], id: "doc-\(index)"),
+                delta: delta, writes: 1, strategy: ConflictStrategy.allCases[(index + 1) % 4])
         }
-        bodies.append(PushRequest(batch: Batch(clientID: "4c1b9e0e-58f4-4d0c-9a50-6a3c8c1f0a77", sequence: 9_007_199_254_740_993,
-                                               changes: changes), strategy: .merge).body)
+        bodies.append(
+            PushRequest(
+                batch: Batch(
+                    clientID: "4c1b9e0e-58f4-4d0c-9a50-6a3c8c1f0a77", sequence: 9_007_199_254_740_993,
+                    changes: changes), strategy: .merge
+            ).body)
         return bodies
     }()
 
@@ -121,8 +134,10 @@ enum BuiltSeeds {
     /// Answer bodies: a push answer with every kind of result, a page with documents and a
     /// tombstone, a document.
     static let answerBodies: [[UInt8]] = {
-        let conflicts = [Conflict(path: milk, serverValue: 3, clientValue: 5, outcome: .serverWon),
-                         Conflict(path: .root, serverValue: nil, clientValue: ["a": 1], outcome: .unresolved)]
+        let conflicts = [
+            Conflict(path: milk, serverValue: 3, clientValue: 5, outcome: .serverWon),
+            Conflict(path: .root, serverValue: nil, clientValue: ["a": 1], outcome: .unresolved),
+        ]
         let push = PushResponse(results: [
             .applied(version: Version(41), state: states[0], conflicts: conflicts),
             .applied(version: Version(42), state: nil, conflicts: []),
@@ -133,7 +148,9 @@ enum BuiltSeeds {
             ServerDocument(key: DocumentKey(collection: "carts", id: "c\(index)"), version: Version(UInt64(40 + index)), state: state)
         }
         let page = PullResponse(documents: documents, cursor: "c1.AAAAAAAAACkpS9sX0Vw4J1wJr5fZ1Wmq", hasMore: true)
-        return [push.body, page.body, documents[0].body, documents[3].body,
-                Refusal(.staleBatch, "batch 1 is older than batch 2").body]
+        return [
+            push.body, page.body, documents[0].body, documents[3].body,
+            Refusal(.staleBatch, "batch 1 is older than batch 2").body,
+        ]
     }()
 }

@@ -105,7 +105,6 @@ public struct FuzzedRequest: Sendable {
     }
 }
 
-
 /// The server's HTTP handling: `SyncHTTPHandler.handle` on a service over a SQLite store in a
 /// temporary folder, with development authentication (any API key; a bearer token is its user),
 /// rules that make some collections public, shared or validated, and small limits (16 changes a
@@ -159,8 +158,9 @@ public final class HTTPTarget: FuzzTarget {
             FuzzedRequest.text("DELETE", "/v1/docs/carts/c1", headers: credentials),
             FuzzedRequest.text("PUT", "/v1/push", headers: credentials),
             FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("content-encoding", "br")], body: Array("{}".utf8)),
-            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("content-encoding", "zstd")],
-                               body: [0x28, 0xB5, 0x2F, 0xFD] + Array(repeating: 0x41, count: 40)),
+            FuzzedRequest.text(
+                "POST", "/v1/push", headers: credentials + [("content-encoding", "zstd")],
+                body: [0x28, 0xB5, 0x2F, 0xFD] + Array(repeating: 0x41, count: 40)),
         ]
         seeds += Self.smugglingSeeds(credentials: credentials)
         for (index, body) in (fixtures.pushBodies + BuiltSeeds.pushBodies).enumerated() {
@@ -170,13 +170,15 @@ public final class HTTPTarget: FuzzTarget {
             seeds.append(FuzzedRequest.text("POST", "/v1/push", headers: headers, body: body))
         }
         self.seeds = seeds
-        dictionary = jsonDictionary + [
-            "GET ", "POST ", "PUT ", "/v1/push", "/v1/pull", "/v1/docs/", "/v1/health", "?limit=", "&limit=", "&cursor=c1.",
-            "&collections=", "x-api-key: fuzz\n", "authorization: Bearer ana\n", "authorization: Bearer \n",
-            "content-encoding: zstd\n", "content-encoding: identity\n", "accept-encoding: zstd\n", "x-fuzz-zstd: 1\n",
-            "content-length: 5\n", "transfer-encoding: chunked\n", "authorization: Bearer ben\n",
-            "\n\n", "%", "%2F", "%00", "%ZZ", "%2e%2e", "+", "&", "=",
-        ].map { Array($0.utf8) }
+        dictionary =
+            jsonDictionary
+            + [
+                "GET ", "POST ", "PUT ", "/v1/push", "/v1/pull", "/v1/docs/", "/v1/health", "?limit=", "&limit=", "&cursor=c1.",
+                "&collections=", "x-api-key: fuzz\n", "authorization: Bearer ana\n", "authorization: Bearer \n",
+                "content-encoding: zstd\n", "content-encoding: identity\n", "accept-encoding: zstd\n", "x-fuzz-zstd: 1\n",
+                "content-length: 5\n", "transfer-encoding: chunked\n", "authorization: Bearer ben\n",
+                "\n\n", "%", "%2F", "%00", "%ZZ", "%2e%2e", "+", "&", "=",
+            ].map { Array($0.utf8) }
     }
 
     /// Heads framed two ways, each with a second request hidden in its body, and one naming two
@@ -186,10 +188,13 @@ public final class HTTPTarget: FuzzTarget {
         let hidden = Array("GET /v1/health HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
         let body = Array(#"{"a"}"#.utf8) + hidden
         return [
-            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("content-length", "5"), ("content-length", "\(body.count)")], body: body),
-            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("content-length", "\(body.count)"), ("content-length", "5")], body: body),
-            FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("transfer-encoding", "chunked"), ("content-length", "5")],
-                               body: Array("0\r\n\r\n".utf8) + hidden),
+            FuzzedRequest.text(
+                "POST", "/v1/push", headers: credentials + [("content-length", "5"), ("content-length", "\(body.count)")], body: body),
+            FuzzedRequest.text(
+                "POST", "/v1/push", headers: credentials + [("content-length", "\(body.count)"), ("content-length", "5")], body: body),
+            FuzzedRequest.text(
+                "POST", "/v1/push", headers: credentials + [("transfer-encoding", "chunked"), ("content-length", "5")],
+                body: Array("0\r\n\r\n".utf8) + hidden),
             FuzzedRequest.text("POST", "/v1/push", headers: credentials + [("transfer-encoding", "gzip")], body: body),
             FuzzedRequest.text("GET", "/v1/pull?limit=1", headers: credentials + [("authorization", "Bearer ben")]),
         ]
@@ -211,12 +216,15 @@ public final class HTTPTarget: FuzzTarget {
                 "shared": PresetRules.anyAuthenticatedUser,
                 "carts": PresetRules(read: .owner, write: .owner, requiredFields: [BuiltSeeds.path("items")]),
             ])
-            service = try SyncService(store: store, rules: rules, configuration: ServiceConfiguration(
-                limits: wireLimits, log: { line in log.lines.withLock { $0.append(line) } }))
+            service = try SyncService(
+                store: store, rules: rules,
+                configuration: ServiceConfiguration(
+                    limits: wireLimits, log: { line in log.lines.withLock { $0.append(line) } }))
         } catch {
             throw FuzzSetupError("the HTTP target's store could not be made in \(folder.url.path): \(error)")
         }
-        return Server(folder: folder, handler: SyncHTTPHandler(service: service, authenticator: DevelopmentAuthenticator(), limits: bodyLimits))
+        return Server(
+            folder: folder, handler: SyncHTTPHandler(service: service, authenticator: DevelopmentAuthenticator(), limits: bodyLimits))
     }
 
     public func check(_ input: [UInt8]) -> String? {
@@ -236,8 +244,12 @@ public final class HTTPTarget: FuzzTarget {
         let credentials = ["x-api-key": "fuzz", "authorization": "Bearer fuzz-health"]
         let push: PushRequest
         do {
-            push = PushRequest(batch: Batch(clientID: "health-\(number)", sequence: 1, changes: [
-                BatchChange(key: key, delta: try .create(["n": .int(Int64(number))], base: .zero), writes: 1)]), strategy: .merge)
+            push = PushRequest(
+                batch: Batch(
+                    clientID: "health-\(number)", sequence: 1,
+                    changes: [
+                        BatchChange(key: key, delta: try .create(["n": .int(Int64(number))], base: .zero), writes: 1)
+                    ]), strategy: .merge)
         } catch {
             return "the health check's change was refused: \(error)"
         }
@@ -249,7 +261,8 @@ public final class HTTPTarget: FuzzTarget {
         for request in requests {
             let response = server.withLock { $0.handler.handle(request) }
             guard response.status == 200 else {
-                return "the service no longer answers: \(request.method) \(request.path) got \(response.status) \(String(decoding: response.body, as: UTF8.self))"
+                return
+                    "the service no longer answers: \(request.method) \(request.path) got \(response.status) \(String(decoding: response.body, as: UTF8.self))"
             }
             if let problem = problem(with: response, to: request) { return problem }
         }
@@ -271,7 +284,9 @@ public final class HTTPTarget: FuzzTarget {
 
     /// What is wrong with `response`, the answer to `request`: `nil` when the oracle holds.
     func problem(with response: HTTPResponse, to request: HTTPRequest) -> String? {
-        let logged = serviceLog.lines.withLock { lines in defer { lines = [] }; return lines }
+        let logged = serviceLog.lines.withLock { lines in
+            defer { lines = [] }; return lines
+        }
         let route = "\(request.method) \(request.path.prefix(80))"
         guard (200...299).contains(response.status) || (400...499).contains(response.status) else {
             return "\(route) was answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self)) \(logged)"
@@ -288,7 +303,8 @@ public final class HTTPTarget: FuzzTarget {
         }
         if response.status >= 400 {
             guard let error = Refusal(body: body), error.statusCode == response.status, !error.message.isEmpty else {
-                return "\(route): the \(response.status) answer is not {\"message\", \"statusCode\"} with its status: \(String(decoding: body.prefix(300), as: UTF8.self))"
+                return
+                    "\(route): the \(response.status) answer is not {\"message\", \"statusCode\"} with its status: \(String(decoding: body.prefix(300), as: UTF8.self))"
             }
             return nil
         }
@@ -310,13 +326,15 @@ public final class HTTPTarget: FuzzTarget {
                 _ = try ServerDocument(body: body)
             }
         } catch {
-            return "\(route): the \(response.status) answer does not read back (\(error)): \(String(decoding: body.prefix(300), as: UTF8.self))"
+            return
+                "\(route): the \(response.status) answer does not read back (\(error)): \(String(decoding: body.prefix(300), as: UTF8.self))"
         }
         return nil
     }
 
     private func decodedBody(of request: HTTPRequest) throws -> [UInt8] {
         guard request.headers["content-encoding"]?.lowercased() == "zstd" else { return request.body }
-        return try Zstd.decompress(request.body, limit: Self.bodyLimits.maximumDecompressedBytes, maximumWindowLog: Self.bodyLimits.maximumWindowLog)
+        return try Zstd.decompress(
+            request.body, limit: Self.bodyLimits.maximumDecompressedBytes, maximumWindowLog: Self.bodyLimits.maximumWindowLog)
     }
 }

@@ -22,8 +22,10 @@ public struct MutationRun {
     public var lastInputFile: String?
 
     /// A run; nothing happens until `run()`.
-    public init(target: any FuzzTarget, count: Int, seed: UInt64, maximumSize: Int = 1 << 21,
-                slowInputLimit: Duration = .seconds(5), lastInputFile: String? = nil) {
+    public init(
+        target: any FuzzTarget, count: Int, seed: UInt64, maximumSize: Int = 1 << 21,
+        slowInputLimit: Duration = .seconds(5), lastInputFile: String? = nil
+    ) {
         self.target = target
         self.count = count
         self.seed = seed
@@ -52,7 +54,9 @@ public struct MutationRun {
         defer { record?.remove() }
 
         func attempt(_ input: [UInt8], caseSeed: UInt64?) -> Bool {
-            record?.note(caseSeed.map { "abrova-fuzz \(target.name) --case-seed \($0)" } ?? "seed-\(String(report.inputs + 1000).dropFirst()) of abrova-fuzz seeds \(target.name) DIR")
+            record?.note(
+                caseSeed.map { "abrova-fuzz \(target.name) --case-seed \($0)" }
+                    ?? "seed-\(String(report.inputs + 1000).dropFirst()) of abrova-fuzz seeds \(target.name) DIR")
             let began = clock.now
             let problem = target.check(input)
             let took = clock.now - began
@@ -160,11 +164,11 @@ final class LastInputRecord {
 func peakResidentBytes() -> Int {
     var usage = rusage()
     #if canImport(Darwin)
-    guard getrusage(RUSAGE_SELF, &usage) == 0 else { return 0 }
-    return Int(usage.ru_maxrss)  // bytes on Darwin
+        guard getrusage(RUSAGE_SELF, &usage) == 0 else { return 0 }
+        return Int(usage.ru_maxrss) // bytes on Darwin
     #else
-    guard getrusage(RUSAGE_SELF.rawValue, &usage) == 0 else { return 0 }
-    return Int(usage.ru_maxrss) * 1024  // KiB on Linux
+        guard getrusage(RUSAGE_SELF.rawValue, &usage) == 0 else { return 0 }
+        return Int(usage.ru_maxrss) * 1024 // KiB on Linux
     #endif
 }
 

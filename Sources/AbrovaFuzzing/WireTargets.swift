@@ -32,7 +32,8 @@ public struct PushBodyTarget: FuzzTarget {
                 return "the canonical body of an accepted push decodes to another request: \(FuzzFinding.preview(canonical))"
             }
             guard again.body == canonical else {
-                return "the canonical body of an accepted push is not stable: \(FuzzFinding.preview(canonical)) then \(FuzzFinding.preview(again.body))"
+                return
+                    "the canonical body of an accepted push is not stable: \(FuzzFinding.preview(canonical)) then \(FuzzFinding.preview(again.body))"
             }
         } catch {
             return "the canonical body of an accepted push is refused (\(error)): \(FuzzFinding.preview(canonical))"
@@ -59,16 +60,22 @@ public struct AnswerBodyTarget: FuzzTarget {
     }
 
     public func check(_ input: [UInt8]) -> String? {
-        if let problem = roundTripProblem(input, "PushResponse(body:)", decode: { bytes throws(Refusal) in try PushResponse(body: bytes) },
-                                          encode: \.body) {
+        if let problem = roundTripProblem(
+            input, "PushResponse(body:)", decode: { bytes throws(Refusal) in try PushResponse(body: bytes) },
+            encode: \.body)
+        {
             return problem
         }
-        if let problem = roundTripProblem(input, "PullResponse(body:)", decode: { bytes throws(Refusal) in try PullResponse(body: bytes) },
-                                          encode: \.body) {
+        if let problem = roundTripProblem(
+            input, "PullResponse(body:)", decode: { bytes throws(Refusal) in try PullResponse(body: bytes) },
+            encode: \.body)
+        {
             return problem
         }
-        if let problem = roundTripProblem(input, "ServerDocument(body:)", decode: { bytes throws(Refusal) in try ServerDocument(body: bytes) },
-                                          encode: \.body) {
+        if let problem = roundTripProblem(
+            input, "ServerDocument(body:)", decode: { bytes throws(Refusal) in try ServerDocument(body: bytes) },
+            encode: \.body)
+        {
             return problem
         }
         if let error = Refusal(body: input), !(100...599).contains(error.statusCode) {
@@ -89,8 +96,12 @@ public struct AnswerBodyTarget: FuzzTarget {
         let canonical = encode(answer)
         do {
             let again = try decode(canonical)
-            guard again == answer else { return "\(decoder): the canonical body decodes to another value: \(FuzzFinding.preview(canonical))" }
-            guard encode(again) == canonical else { return "\(decoder): the canonical body is not stable: \(FuzzFinding.preview(canonical))" }
+            guard again == answer else {
+                return "\(decoder): the canonical body decodes to another value: \(FuzzFinding.preview(canonical))"
+            }
+            guard encode(again) == canonical else {
+                return "\(decoder): the canonical body is not stable: \(FuzzFinding.preview(canonical))"
+            }
         } catch {
             return "\(decoder): the canonical body of an accepted answer is refused (\(error)): \(FuzzFinding.preview(canonical))"
         }
@@ -100,19 +111,26 @@ public struct AnswerBodyTarget: FuzzTarget {
 
 /// What is wrong with a decoder's refusal: `nil` for a 4xx with a message.
 func refusalProblem(_ error: Refusal, of decoder: String) -> String? {
-    guard (400...499).contains(error.statusCode) else { return "\(decoder) refused with status \(error.statusCode), not 4xx: \(error.message)" }
+    guard (400...499).contains(error.statusCode) else {
+        return "\(decoder) refused with status \(error.statusCode), not 4xx: \(error.message)"
+    }
     guard !error.message.isEmpty else { return "\(decoder) refused with \(error.statusCode) and no message" }
     return nil
 }
 
 /// The keys and values of the protocol's bodies, quoted, and JSON's own words.
 let jsonDictionary: [[UInt8]] = {
-    let names = ["batchSeq", "changes", "clientId", "strategy", "collection", "delta", "id", "writes", "version", "owner",
-                 "create", "assignments", "removals", "fieldRemovals", "setChanges", "add", "remove", "base", "delete",
-                 "results", "status", "statusCode", "message", "state", "conflicts", "path", "outcome", "serverValue",
-                 "clientValue", "documents", "cursor", "hasMore", "deleted", "data", "e", "f", "s", "v", "r",
-                 "merge", "manual", "serverWins", "clientWins", "applied", "conflict", "rejected",
-                 "serverWon", "clientWon", "merged", "unresolved", "a.b", "a..b", ".", "..", "", "x'; DROP TABLE documents; --"]
-    let words = ["null", "true", "false", "{}", "[]", "[[]]", #"{"":0}"#, ",", ":", #"\u0000"#, "-", "e", "\"\":", "[0,0]", "[1,9223372036854775807]"]
+    let names = [
+        "batchSeq", "changes", "clientId", "strategy", "collection", "delta", "id", "writes", "version", "owner",
+        "create", "assignments", "removals", "fieldRemovals", "setChanges", "add", "remove", "base", "delete",
+        "results", "status", "statusCode", "message", "state", "conflicts", "path", "outcome", "serverValue",
+        "clientValue", "documents", "cursor", "hasMore", "deleted", "data", "e", "f", "s", "v", "r",
+        "merge", "manual", "serverWins", "clientWins", "applied", "conflict", "rejected",
+        "serverWon", "clientWon", "merged", "unresolved", "a.b", "a..b", ".", "..", "", "x'; DROP TABLE documents; --",
+    ]
+    let words = [
+        "null", "true", "false", "{}", "[]", "[[]]", #"{"":0}"#, ",", ":", #"\u0000"#, "-", "e", "\"\":", "[0,0]",
+        "[1,9223372036854775807]",
+    ]
     return names.map { Array("\"\($0)\"".utf8) } + words.map { Array($0.utf8) }
 }()

@@ -41,7 +41,8 @@ public func percentDecoded(_ text: some StringProtocol, plusIsSpace: Bool = fals
     var index = 0
     while index < bytes.count {
         if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
-           let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+            let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+        {
             decoded.append(high << 4 | low)
             index += 3
         } else {

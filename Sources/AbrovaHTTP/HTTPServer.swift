@@ -2,11 +2,11 @@ import CMicroHTTPD
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An HTTP/1.1 server on libmicrohttpd that calls one handler per request, with the whole body.
@@ -136,7 +136,8 @@ extension HTTPServerConfiguration {
             throw HTTPServerError(message: "maximumBodyBytes must not be negative, not \(maximumBodyBytes)")
         }
         guard (0...Int(UInt32.max)).contains(maximumConnectionsPerAddress) else {
-            throw HTTPServerError(message: "maximumConnectionsPerAddress must be between 0 and \(UInt32.max), not \(maximumConnectionsPerAddress)")
+            throw HTTPServerError(
+                message: "maximumConnectionsPerAddress must be between 0 and \(UInt32.max), not \(maximumConnectionsPerAddress)")
         }
         guard maximumConcurrentRequests >= 1 else {
             throw HTTPServerError(message: "maximumConcurrentRequests must be at least 1, not \(maximumConcurrentRequests)")
@@ -186,7 +187,7 @@ private let headerVisitor: abrova_http_value_visitor = { context, key, value in
     let name = String(cString: key).lowercased()
     if state.headers[name] != nil { state.repeatedHeaders.insert(name) }
     let text = value.map { String(cString: $0) } ?? ""
-    state.headerBytes += name.utf8.count + text.utf8.count + 4  // ": " and CRLF
+    state.headerBytes += name.utf8.count + text.utf8.count + 4 // ": " and CRLF
     state.headers[name] = text
 }
 
@@ -352,7 +353,7 @@ private final class ServerCore: Sendable {
             headers: state.headers,
             body: state.body
         )
-        state.body = []  // the request owns the only copy now
+        state.body = [] // the request owns the only copy now
         return respond(handler(request), to: state, on: connection)
     }
 

@@ -67,7 +67,7 @@ public final class PostgresConnection {
         }
         guard PQstatus(connection) == CONNECTION_OK else {
             let message = String(cString: PQerrorMessage(connection))
-            PQfinish(connection)  // closed even when connecting failed
+            PQfinish(connection) // closed even when connecting failed
             throw PostgresError(sqlState: "", message: message, isConnectionLost: true)
         }
         handle = connection
@@ -191,8 +191,10 @@ private struct BoundParameters {
 
     /// PostgreSQL's binary array form: dimensions, flags, element type, length and lower bound,
     /// then each element as a length (-1 for NULL) and its binary form.
-    private static func appendArray(of elementType: PostgresStatement.ParameterType, _ elements: [PostgresValue],
-                                    to buffer: inout [UInt8]) {
+    private static func appendArray(
+        of elementType: PostgresStatement.ParameterType, _ elements: [PostgresValue],
+        to buffer: inout [UInt8]
+    ) {
         func append(_ number: Int32) { withUnsafeBytes(of: number.bigEndian) { buffer.append(contentsOf: $0) } }
         let hasNull = elements.contains(.null)
         append(1)
@@ -222,7 +224,9 @@ private struct BoundParameters {
         }
     }
 
-    func withPointers<Result>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> Result) -> Result {
+    func withPointers<Result>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> Result)
+        -> Result
+    {
         buffer.withUnsafeBufferPointer { bytes in
             let base = UnsafeRawPointer(bytes.baseAddress)
             let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in

@@ -64,7 +64,7 @@ public final class PostgresPool: Sendable {
             return dropped
         }
         state.condition.broadcast()
-        _ = dropped  // closed here, outside the lock
+        _ = dropped // closed here, outside the lock
     }
 
     /// Closes the idle connections and forgets them (lent ones close when they come back broken,

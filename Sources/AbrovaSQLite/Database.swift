@@ -45,7 +45,7 @@ public final class Database {
         let code = sqlite3_open_v2(path, &connection, flags, nil)
         guard code == SQLITE_OK, let connection else {
             let error = SQLiteError(connection: connection, code: code, sql: nil)
-            sqlite3_close_v2(connection)  // the handle is closed even when opening failed
+            sqlite3_close_v2(connection) // the handle is closed even when opening failed
             throw error
         }
         handle = connection
@@ -68,7 +68,7 @@ public final class Database {
     public func close() {
         guard !isClosed else { return }
         isClosed = true
-        statements.removeAll()  // statements are finalized before the connection closes
+        statements.removeAll() // statements are finalized before the connection closes
         sqlite3_close_v2(handle)
     }
 
@@ -182,8 +182,9 @@ public final class Statement {
             case .text(let text): code = sqlite3_bind_text(handle, index, text, -1, abrova_sqlite_transient())
             case .blob(let bytes):
                 code = bytes.withUnsafeBytes { buffer in
-                    sqlite3_bind_blob(handle, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(buffer.count),
-                                      abrova_sqlite_transient())
+                    sqlite3_bind_blob(
+                        handle, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(buffer.count),
+                        abrova_sqlite_transient())
                 }
             }
             guard code == SQLITE_OK else { throw SQLiteError(connection: database.handle, code: code, sql: sql) }

@@ -32,8 +32,10 @@ public final class AuthFile: Authenticator {
     /// Reads the file.
     ///
     /// - Throws: `Refusal` `.invalid` when the file cannot be read or is malformed.
-    public init(path: String, checkInterval: TimeInterval = 1, clock: @escaping @Sendable () -> Date = Date.init,
-                log: @escaping @Sendable (String) -> Void = { _ in }) throws(Refusal) {
+    public init(
+        path: String, checkInterval: TimeInterval = 1, clock: @escaping @Sendable () -> Date = Date.init,
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws(Refusal) {
         self.path = path
         self.checkInterval = checkInterval
         self.clock = clock
@@ -106,15 +108,15 @@ struct FileStamp: Hashable, Sendable {
         inode = UInt64(info.st_ino)
         size = Int64(info.st_size)
         #if canImport(Darwin)
-        modifiedSeconds = info.st_mtimespec.tv_sec
-        modifiedNanoseconds = info.st_mtimespec.tv_nsec
-        changedSeconds = info.st_ctimespec.tv_sec
-        changedNanoseconds = info.st_ctimespec.tv_nsec
+            modifiedSeconds = info.st_mtimespec.tv_sec
+            modifiedNanoseconds = info.st_mtimespec.tv_nsec
+            changedSeconds = info.st_ctimespec.tv_sec
+            changedNanoseconds = info.st_ctimespec.tv_nsec
         #else
-        modifiedSeconds = info.st_mtim.tv_sec
-        modifiedNanoseconds = info.st_mtim.tv_nsec
-        changedSeconds = info.st_ctim.tv_sec
-        changedNanoseconds = info.st_ctim.tv_nsec
+            modifiedSeconds = info.st_mtim.tv_sec
+            modifiedNanoseconds = info.st_mtim.tv_nsec
+            changedSeconds = info.st_ctim.tv_sec
+            changedNanoseconds = info.st_ctim.tv_nsec
         #endif
     }
 }

@@ -22,8 +22,9 @@ package struct SHA256: Sendable {
 
     /// Creates a hasher with the initial hash value of FIPS 180-4, section 5.3.3.
     package init() {
-        state = State(a: 0x6a09_e667, b: 0xbb67_ae85, c: 0x3c6e_f372, d: 0xa54f_f53a,
-                      e: 0x510e_527f, f: 0x9b05_688c, g: 0x1f83_d9ab, h: 0x5be0_cd19)
+        state = State(
+            a: 0x6a09_e667, b: 0xbb67_ae85, c: 0x3c6e_f372, d: 0xa54f_f53a,
+            e: 0x510e_527f, f: 0x9b05_688c, g: 0x1f83_d9ab, h: 0x5be0_cd19)
         pending = (0, 0, 0, 0, 0, 0, 0, 0)
         pendingCount = 0
         byteCount = 0

@@ -70,9 +70,11 @@ public struct ConfiguredAuthenticator: Authenticator {
     public init(json: some Collection<UInt8>, clock: @escaping @Sendable () -> Date = Date.init) throws(Refusal) {
         let value: Value
         do { value = try Value(json: json) } catch { throw Refusal(error, context: "the auth configuration is not JSON") }
-        let shape = "the auth configuration needs \"apiKeys\": [text] and \"tokens\": {token: user id or {\"user\": user id, \"expires\": ISO 8601 time}}"
+        let shape =
+            "the auth configuration needs \"apiKeys\": [text] and \"tokens\": {token: user id or {\"user\": user id, \"expires\": ISO 8601 time}}"
         guard let parts = value.mapValue, Set(parts.keys).isSubset(of: ["apiKeys", "tokens"]), let keys = parts["apiKeys"]?.arrayValue,
-              keys.allSatisfy({ $0.stringValue?.isEmpty == false }), let tokens = parts["tokens"]?.mapValue else {
+            keys.allSatisfy({ $0.stringValue?.isEmpty == false }), let tokens = parts["tokens"]?.mapValue
+        else {
             throw Refusal.invalid(shape)
         }
         var grants: [String: Grant] = [:]
@@ -88,7 +90,8 @@ public struct ConfiguredAuthenticator: Authenticator {
     private static func grant(_ entry: Value) -> Grant? {
         if let user = entry.stringValue { return user.isEmpty ? nil : Grant(user: user) }
         guard let fields = entry.mapValue, Set(fields.keys).isSubset(of: ["user", "expires"]),
-              let user = fields["user"]?.stringValue, !user.isEmpty else { return nil }
+            let user = fields["user"]?.stringValue, !user.isEmpty
+        else { return nil }
         guard let expires = fields["expires"] else { return Grant(user: user) }
         guard let text = expires.stringValue, let time = try? Date(text, strategy: .iso8601) else { return nil }
         return Grant(user: user, expires: time)

@@ -64,14 +64,16 @@ public final class PostgresServerStore: ServerStore, Sendable {
                 }
                 if version == 1 {
                     // Once per database: the schema lock keeps a second process out meanwhile.
-                    try connection.execute("""
+                    try connection.execute(
+                        """
                         ALTER TABLE abrova_clients DROP CONSTRAINT abrova_clients_pkey, ADD PRIMARY KEY (user_id, client_id);
                         UPDATE abrova_meta SET number = \(schemaVersion) WHERE key = 'schema';
                         """)
                 }
                 return schema
             }
-            try connection.execute("""
+            try connection.execute(
+                """
                 CREATE TABLE abrova_meta (key text PRIMARY KEY, number bigint, bytes bytea);
                 CREATE SEQUENCE abrova_versions;
                 CREATE TABLE abrova_documents (
@@ -129,11 +131,12 @@ public final class PostgresServerStore: ServerStore, Sendable {
             try pool.withConnection { connection in
                 let after = PostgresValue.integer(Int64(bitPattern: version.rawValue))
                 let budget = PostgresValue.integer(Int64(min(maximumBytes, Int(Int64.max))))
-                let rows = if let collections {
-                    try connection.run(Statements.changesIn, [after, .integer(Int64(limit)), .texts(collections), budget])
-                } else {
-                    try connection.run(Statements.changes, [after, .integer(Int64(limit)), budget])
-                }
+                let rows =
+                    if let collections {
+                        try connection.run(Statements.changesIn, [after, .integer(Int64(limit)), .texts(collections), budget])
+                    } else {
+                        try connection.run(Statements.changes, [after, .integer(Int64(limit)), budget])
+                    }
                 return try (0..<rows.count).map { try Self.storedDocument(rows, $0) }
             }
         }
@@ -200,8 +203,9 @@ public final class PostgresServerStore: ServerStore, Sendable {
 
     static func storedDocument(_ rows: PostgresRows, _ row: Int) throws -> StoredDocument {
         let state = try DocumentState(encodedJSON: rows.bytes(row, 4))
-        return StoredDocument(key: DocumentKey(collection: rows.text(row, 0), id: rows.text(row, 1)), owner: rows.text(row, 2),
-                              version: Version(UInt64(bitPattern: rows.integer(row, 3))), state: state)
+        return StoredDocument(
+            key: DocumentKey(collection: rows.text(row, 0), id: rows.text(row, 1)), owner: rows.text(row, 2),
+            version: Version(UInt64(bitPattern: rows.integer(row, 3))), state: state)
     }
 }
 
@@ -209,57 +213,82 @@ public final class PostgresServerStore: ServerStore, Sendable {
 private enum Statements {
     /// Takes a transaction-scoped advisory lock: the write lock, or the schema lock.
     static let lock = PostgresStatement("lock", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
-    static let tablesSchema = PostgresStatement("tables_schema", """
+    static let tablesSchema = PostgresStatement(
+        "tables_schema",
+        """
         SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('abrova_meta')
         """)
     static let schemaVersion = PostgresStatement("schema_version", "SELECT number FROM abrova_meta WHERE key = 'schema'")
-    static let createMeta = PostgresStatement("create_meta", """
+    static let createMeta = PostgresStatement(
+        "create_meta",
+        """
         INSERT INTO abrova_meta (key, number, bytes) VALUES ('schema', $1, NULL), ('horizon', 0, NULL), ('cursor_key', NULL, $2)
         """, parameters: [.integer, .bytes])
-    static let document = PostgresStatement("document", """
+    static let document = PostgresStatement(
+        "document",
+        """
         SELECT collection, id, owner, version, state FROM abrova_documents WHERE collection = $1 AND id = $2
         """, parameters: [.text, .text])
     // The byte budget ($3 or $4) is counted on octet_length, which PostgreSQL answers from a
     // value's header without reading it; only the states within it are read.
-    static let changes = PostgresStatement("changes", """
+    static let changes = PostgresStatement(
+        "changes",
+        """
         SELECT d.collection, d.id, d.owner, d.version, d.state
         FROM (SELECT version, sum(octet_length(state)) OVER (ORDER BY version) - octet_length(state) AS before
               FROM abrova_documents WHERE version > $1 ORDER BY version LIMIT $2) w
         JOIN abrova_documents d ON d.version = w.version WHERE w.before < $3 ORDER BY d.version
         """, parameters: [.integer, .integer, .integer])
-    static let changesIn = PostgresStatement("changes_in", """
+    static let changesIn = PostgresStatement(
+        "changes_in",
+        """
         SELECT d.collection, d.id, d.owner, d.version, d.state
         FROM (SELECT version, sum(octet_length(state)) OVER (ORDER BY version) - octet_length(state) AS before
               FROM abrova_documents WHERE version > $1 AND collection = ANY($3) ORDER BY version LIMIT $2) w
         JOIN abrova_documents d ON d.version = w.version WHERE w.before < $4 ORDER BY d.version
         """, parameters: [.integer, .integer, .texts, .integer])
     static let nextVersion = PostgresStatement("next_version", "SELECT nextval('abrova_versions')")
-    static let documents = PostgresStatement("documents", """
+    static let documents = PostgresStatement(
+        "documents",
+        """
         SELECT d.collection, d.id, d.owner, d.version, d.state
         FROM abrova_documents d JOIN unnest($1, $2) AS k (collection, id) ON d.collection = k.collection AND d.id = k.id
         """, parameters: [.texts, .texts])
-    static let nextVersions = PostgresStatement("next_versions", "SELECT nextval('abrova_versions') FROM generate_series(1, $1)",
-                                                parameters: [.integer])
-    static let saveDocuments = PostgresStatement("save_documents", """
+    static let nextVersions = PostgresStatement(
+        "next_versions", "SELECT nextval('abrova_versions') FROM generate_series(1, $1)",
+        parameters: [.integer])
+    static let saveDocuments = PostgresStatement(
+        "save_documents",
+        """
         INSERT INTO abrova_documents (collection, id, owner, version, deleted_at, state)
         SELECT * FROM unnest($1, $2, $3, $4, $5, $6)
         ON CONFLICT (collection, id) DO UPDATE
         SET owner = excluded.owner, version = excluded.version, deleted_at = excluded.deleted_at, state = excluded.state
         """, parameters: [.texts, .texts, .texts, .integers, .reals, .byteses])
-    static let client = PostgresStatement("client", """
+    static let client = PostgresStatement(
+        "client",
+        """
         SELECT sequence, digest, answer FROM abrova_clients WHERE user_id = $1 AND client_id = $2
         """, parameters: [.text, .text])
-    static let saveClient = PostgresStatement("save_client", """
+    static let saveClient = PostgresStatement(
+        "save_client",
+        """
         INSERT INTO abrova_clients (client_id, user_id, sequence, digest, answer) VALUES ($1, $2, $3, $4, $5)
         ON CONFLICT (user_id, client_id) DO UPDATE SET sequence = $3, digest = $4, answer = $5
         """, parameters: [.text, .text, .integer, .bytes, .bytes])
-    static let newestTombstoneBefore = PostgresStatement("newest_tombstone_before", """
+    static let newestTombstoneBefore = PostgresStatement(
+        "newest_tombstone_before",
+        """
         SELECT max(version) FROM abrova_documents WHERE deleted_at < $1
         """, parameters: [.real])
-    static let deleteTombstonesBefore = PostgresStatement("delete_tombstones_before", """
+    static let deleteTombstonesBefore = PostgresStatement(
+        "delete_tombstones_before",
+        """
         DELETE FROM abrova_documents WHERE deleted_at < $1
         """, parameters: [.real])
-    static let raiseHorizon = PostgresStatement("raise_horizon", """
+    static let raiseHorizon = PostgresStatement(
+        "raise_horizon",
+        """
         UPDATE abrova_meta SET number = greatest(number, $1) WHERE key = 'horizon'
         """, parameters: [.integer])
     static let horizon = PostgresStatement("horizon", "SELECT number FROM abrova_meta WHERE key = 'horizon'")
@@ -287,20 +316,29 @@ private final class PostgresServerTransaction: ServerTransaction {
     func client(_ clientID: String, of userID: String) throws -> ClientRecord? {
         let rows = try connection.run(Statements.client, [.text(userID), .text(clientID)])
         guard rows.count > 0 else { return nil }
-        return ClientRecord(clientID: clientID, userID: userID, sequence: rows.integer(0, 0), digest: rows.bytes(0, 1),
-                            answer: rows.bytes(0, 2))
+        return ClientRecord(
+            clientID: clientID, userID: userID, sequence: rows.integer(0, 0), digest: rows.bytes(0, 1),
+            answer: rows.bytes(0, 2))
     }
 
     func saveClient(_ record: ClientRecord) throws {
-        try connection.run(Statements.saveClient, [.text(record.clientID), .text(record.userID), .integer(record.sequence),
-                                                   .bytes(record.digest), .bytes(record.answer)])
+        try connection.run(
+            Statements.saveClient,
+            [
+                .text(record.clientID), .text(record.userID), .integer(record.sequence),
+                .bytes(record.digest), .bytes(record.answer),
+            ])
     }
 
     func prepare(for keys: [DocumentKey]) throws {
         let unknown = Array(Set(keys.filter { documents[$0] == nil }))
         if !unknown.isEmpty {
-            let rows = try connection.run(Statements.documents, [.array(.text, unknown.map { .text($0.collection) }),
-                                                                 .array(.text, unknown.map { .text($0.id) })])
+            let rows = try connection.run(
+                Statements.documents,
+                [
+                    .array(.text, unknown.map { .text($0.collection) }),
+                    .array(.text, unknown.map { .text($0.id) }),
+                ])
             for key in unknown { documents[key] = .some(nil) }
             for row in 0..<rows.count {
                 let document = try PostgresServerStore.storedDocument(rows, row)
@@ -337,17 +375,21 @@ private final class PostgresServerTransaction: ServerTransaction {
         guard !unsaved.isEmpty else { return }
         let rows = Array(unsaved.values)
         unsaved = [:]
-        try connection.run(Statements.saveDocuments, [
-            .array(.text, rows.map { .text($0.document.key.collection) }),
-            .array(.text, rows.map { .text($0.document.key.id) }),
-            .array(.text, rows.map { .text($0.document.owner) }),
-            .array(.integer, rows.map { .integer(Int64(bitPattern: $0.document.version.rawValue)) }),
-            .array(.real, rows.map { row in row.deletedAt.map { .real($0.timeIntervalSince1970) } ?? .null }),
-            .array(.bytes, rows.map { row in
-                var state: [UInt8] = []
-                row.document.state.writeEncoded(to: &state)
-                return .bytes(state)
-            }),
-        ])
+        try connection.run(
+            Statements.saveDocuments,
+            [
+                .array(.text, rows.map { .text($0.document.key.collection) }),
+                .array(.text, rows.map { .text($0.document.key.id) }),
+                .array(.text, rows.map { .text($0.document.owner) }),
+                .array(.integer, rows.map { .integer(Int64(bitPattern: $0.document.version.rawValue)) }),
+                .array(.real, rows.map { row in row.deletedAt.map { .real($0.timeIntervalSince1970) } ?? .null }),
+                .array(
+                    .bytes,
+                    rows.map { row in
+                        var state: [UInt8] = []
+                        row.document.state.writeEncoded(to: &state)
+                        return .bytes(state)
+                    }),
+            ])
     }
 }

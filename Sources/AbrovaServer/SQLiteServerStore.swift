@@ -42,7 +42,8 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
         }
         if version == 1 {
             try database.write { database in
-                try database.execute("""
+                try database.execute(
+                    """
                     CREATE TABLE clients_of_users (\(clientsColumns));
                     INSERT INTO clients_of_users (user_id, client_id, sequence, digest, answer)
                         SELECT user_id, client_id, sequence, digest, answer FROM clients;
@@ -58,7 +59,8 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
             throw ServerStoreError("the file is an SQLite database but not an AbrovaSync server store")
         }
         try database.write { database in
-            try database.execute("""
+            try database.execute(
+                """
                 CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
                 CREATE TABLE documents (
                     collection TEXT NOT NULL,
@@ -111,7 +113,8 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
         try read { database in
             // The budget is counted on lengths alone (SQLite reads a blob's length from the record
             // header), and only the states within it are read.
-            var window = "SELECT version, sum(length(state)) OVER (ORDER BY version) - length(state) AS before FROM documents WHERE version > ?"
+            var window =
+                "SELECT version, sum(length(state)) OVER (ORDER BY version) - length(state) AS before FROM documents WHERE version > ?"
             var bindings: [SQLiteValue] = [.integer(Int64(bitPattern: version.rawValue))]
             if let collections {
                 window += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
@@ -130,8 +133,11 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
     public func purgeTombstones(deletedBefore time: Date) throws -> Version {
         try writerLock.withLock {
             try writer.write { database in
-                let purged = try database.queryFirst("SELECT max(version) FROM documents WHERE deleted_at < ?",
-                                                     [.real(time.timeIntervalSince1970)]) { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
+                let purged =
+                    try database.queryFirst(
+                        "SELECT max(version) FROM documents WHERE deleted_at < ?",
+                        [.real(time.timeIntervalSince1970)]
+                    ) { $0.isNull(0) ? nil : $0.integer(0) } ?? nil
                 if let purged {
                     try database.run("DELETE FROM documents WHERE deleted_at < ?", [.real(time.timeIntervalSince1970)])
                     try database.run("UPDATE meta SET value = max(value, ?) WHERE key = 'horizon'", [.integer(purged)])
@@ -154,14 +160,16 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
     }
 
     static func document(_ key: DocumentKey, in database: Database) throws -> StoredDocument? {
-        try database.queryFirst("SELECT collection, id, owner, version, state FROM documents WHERE collection = ? AND id = ?",
-                                [.text(key.collection), .text(key.id)], storedDocument)
+        try database.queryFirst(
+            "SELECT collection, id, owner, version, state FROM documents WHERE collection = ? AND id = ?",
+            [.text(key.collection), .text(key.id)], storedDocument)
     }
 
     static func storedDocument(_ row: Row) throws -> StoredDocument {
         let state = try DocumentState(encodedJSON: row.blob(4) ?? [])
-        return StoredDocument(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), owner: row.text(2) ?? "",
-                              version: Version(UInt64(bitPattern: row.integer(3))), state: state)
+        return StoredDocument(
+            key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), owner: row.text(2) ?? "",
+            version: Version(UInt64(bitPattern: row.integer(3))), state: state)
     }
 }
 
@@ -182,14 +190,17 @@ private final class SQLiteServerTransaction: ServerTransaction {
     }
 
     func client(_ clientID: String, of userID: String) throws -> ClientRecord? {
-        try database.queryFirst("SELECT sequence, digest, answer FROM clients WHERE user_id = ? AND client_id = ?",
-                                [.text(userID), .text(clientID)]) { row in
+        try database.queryFirst(
+            "SELECT sequence, digest, answer FROM clients WHERE user_id = ? AND client_id = ?",
+            [.text(userID), .text(clientID)]
+        ) { row in
             ClientRecord(clientID: clientID, userID: userID, sequence: row.integer(0), digest: row.blob(1) ?? [], answer: row.blob(2) ?? [])
         }
     }
 
     func saveClient(_ record: ClientRecord) throws {
-        try database.run("""
+        try database.run(
+            """
             INSERT INTO clients (client_id, user_id, sequence, digest, answer) VALUES (?1, ?2, ?3, ?4, ?5)
             ON CONFLICT (user_id, client_id) DO UPDATE SET sequence = ?3, digest = ?4, answer = ?5
             """, [.text(record.clientID), .text(record.userID), .integer(record.sequence), .blob(record.digest), .blob(record.answer)])
@@ -233,11 +244,15 @@ private final class SQLiteServerTransaction: ServerTransaction {
     private func write(_ document: StoredDocument, at time: Date) throws {
         var state: [UInt8] = []
         document.state.writeEncoded(to: &state)
-        try database.run("""
+        try database.run(
+            """
             INSERT INTO documents (collection, id, owner, version, deleted_at, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
             ON CONFLICT (collection, id) DO UPDATE SET owner = ?3, version = ?4, deleted_at = ?5, state = ?6
-            """, [.text(document.key.collection), .text(document.key.id), .text(document.owner),
-                  .integer(Int64(bitPattern: document.version.rawValue)),
-                  document.state.exists ? .null : .real(time.timeIntervalSince1970), .blob(state)])
+            """,
+            [
+                .text(document.key.collection), .text(document.key.id), .text(document.owner),
+                .integer(Int64(bitPattern: document.version.rawValue)),
+                document.state.exists ? .null : .real(time.timeIntervalSince1970), .blob(state),
+            ])
     }
 }

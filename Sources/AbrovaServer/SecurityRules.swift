@@ -135,7 +135,8 @@ public struct PresetRules: SecurityRules, Hashable {
     public func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String? {
         guard ids == .ownerPrefixed, write == .owner, let user = caller.userID, !Self.isInNamespace(key.id, of: user) else { return nil }
         guard Self.hasNamespace(user) else {
-            return "ids in \(key.collection) begin with their owner's user id and \":\"; a user id with \":\" or characters ids may not hold has none"
+            return
+                "ids in \(key.collection) begin with their owner's user id and \":\"; a user id with \":\" or characters ids may not hold has none"
         }
         return "ids in \(key.collection) begin with their owner's user id and \":\"; \(key) is not in yours"
     }
@@ -210,17 +211,22 @@ public struct RuleBook: Sendable {
             }
             collections[name] = try Self.preset(entry, named: "collections.\(name)")
         }
-        self.init(collections: collections,
-                  fallback: try parts["default"].map { value throws(Refusal) in try Self.preset(value, named: "default") } ?? PresetRules.ownerOnly)
+        self.init(
+            collections: collections,
+            fallback: try parts["default"].map { value throws(Refusal) in try Self.preset(value, named: "default") }
+                ?? PresetRules.ownerOnly)
     }
 
     private static func preset(_ value: Value, named name: String) throws(Refusal) -> PresetRules {
         guard let parts = value.mapValue,
-              let read = parts["read"]?.stringValue.flatMap(PresetRules.ReadAccess.init(rawValue:)),
-              let write = parts["write"]?.stringValue.flatMap(PresetRules.WriteAccess.init(rawValue:)),
-              parts.keys.allSatisfy({ ["read", "write", "required", "ids"].contains($0) }),
-              let ids = parts["ids"].map({ $0.stringValue.flatMap(PresetRules.IDs.init(rawValue:)) }) ?? .any else {
-            throw Refusal.invalid("rules \(name) need \"read\" (owner, authenticated, public) and \"write\" (owner, authenticated, nobody), and may list \"required\" fields and say \"ids\" (any, owner-prefixed)")
+            let read = parts["read"]?.stringValue.flatMap(PresetRules.ReadAccess.init(rawValue:)),
+            let write = parts["write"]?.stringValue.flatMap(PresetRules.WriteAccess.init(rawValue:)),
+            parts.keys.allSatisfy({ ["read", "write", "required", "ids"].contains($0) }),
+            let ids = parts["ids"].map({ $0.stringValue.flatMap(PresetRules.IDs.init(rawValue:)) }) ?? .any
+        else {
+            throw Refusal.invalid(
+                "rules \(name) need \"read\" (owner, authenticated, public) and \"write\" (owner, authenticated, nobody), and may list \"required\" fields and say \"ids\" (any, owner-prefixed)"
+            )
         }
         var required: [FieldPath] = []
         for field in parts["required"]?.arrayValue ?? [] {

@@ -20,8 +20,10 @@ public struct BodyLimits: Hashable, Sendable {
 
     /// Limits with the defaults: 32 MiB decompressed, a 32 MiB window, level 1 above 1 KiB, and
     /// the HTTP server's default of 16 MiB as sent.
-    public init(maximumDecompressedBytes: Int = 32 << 20, maximumWindowLog: Int = 25, compressionLevel: Int32 = 1,
-                compressionThreshold: Int = 1_024, maximumBodyBytes: Int = 16 << 20) {
+    public init(
+        maximumDecompressedBytes: Int = 32 << 20, maximumWindowLog: Int = 25, compressionLevel: Int32 = 1,
+        compressionThreshold: Int = 1_024, maximumBodyBytes: Int = 16 << 20
+    ) {
         self.maximumDecompressedBytes = maximumDecompressedBytes
         self.maximumWindowLog = maximumWindowLog
         self.compressionLevel = compressionLevel
@@ -44,8 +46,10 @@ public struct SyncHTTPHandler: Sendable {
     public let log: @Sendable (String) -> Void
 
     /// A handler for `service`.
-    public init(service: SyncService, authenticator: any Authenticator, limits: BodyLimits = BodyLimits(),
-                log: @escaping @Sendable (String) -> Void = { _ in }) {
+    public init(
+        service: SyncService, authenticator: any Authenticator, limits: BodyLimits = BodyLimits(),
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.service = service
         self.authenticator = authenticator
         self.limits = limits
@@ -65,7 +69,9 @@ public struct SyncHTTPHandler: Sendable {
         let duration = (ContinuousClock.now - start).components
         let milliseconds = Double(duration.seconds) * 1_000 + Double(duration.attoseconds) / 1e15
         let callerField = caller.map { "caller=\(escapedForLog($0.description))" } ?? ""
-        log("\(escapedForLog(request.method)) \(escapedForLog(request.path)) \(response.status) \(String(format: "%.1f", milliseconds)) ms \(callerField)")
+        log(
+            "\(escapedForLog(request.method)) \(escapedForLog(request.path)) \(response.status) \(String(format: "%.1f", milliseconds)) ms \(callerField)"
+        )
         return response
     }
 
@@ -92,7 +98,9 @@ public struct SyncHTTPHandler: Sendable {
                 guard let number = Int(text) else { throw Refusal.invalid("limit must be an integer, not \"\(text.prefix(20))\"") }
                 limit = number
             }
-            let collections = request.query["collections"].map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+            let collections = request.query["collections"].map {
+                $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            }
             let page = try service.pullBody(cursor: request.query["cursor"], limit: limit, collections: collections, caller: who)
             return encoded(status: 200, body: page, for: request)
         case ("GET", let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
@@ -106,7 +114,9 @@ public struct SyncHTTPHandler: Sendable {
         case (_, ["v1", "health"]), (_, ["v1", "session"]), (_, ["v1", "push"]), (_, ["v1", "pull"]):
             throw Refusal(.methodNotAllowed, "\(request.method) is not allowed on \(request.path)")
         case (_, let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
-            throw Refusal(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); documents are read with GET and written with POST /v1/push")
+            throw Refusal(
+                .methodNotAllowed,
+                "\(request.method) is not allowed on \(request.path); documents are read with GET and written with POST /v1/push")
         default:
             throw Refusal(.notFound, "no route \(request.method) \(request.path.prefix(100))")
         }
@@ -116,9 +126,10 @@ public struct SyncHTTPHandler: Sendable {
     /// the two body limits.
     var announcedLimits: ServerLimits {
         let wire = service.configuration.limits
-        return ServerLimits(maximumChanges: wire.maximumChanges,
-                            maximumPushBytes: min(limits.maximumDecompressedBytes, limits.maximumBodyBytes),
-                            maximumPageSize: wire.maximumPageSize, maximumPageBytes: wire.maximumPageBytes)
+        return ServerLimits(
+            maximumChanges: wire.maximumChanges,
+            maximumPushBytes: min(limits.maximumDecompressedBytes, limits.maximumBodyBytes),
+            maximumPageSize: wire.maximumPageSize, maximumPageBytes: wire.maximumPageBytes)
     }
 
     private func authenticate(_ request: HTTPRequest) throws(Refusal) -> Caller {
@@ -137,14 +148,18 @@ public struct SyncHTTPHandler: Sendable {
         switch request.headers["content-encoding"]?.lowercased() {
         case nil, "identity":
             guard request.body.count <= limits.maximumDecompressedBytes else {
-                throw Refusal(.tooLarge, "the body holds \(request.body.count) bytes; the limit is \(limits.maximumDecompressedBytes) (maximumDecompressedBytes)")
+                throw Refusal(
+                    .tooLarge,
+                    "the body holds \(request.body.count) bytes; the limit is \(limits.maximumDecompressedBytes) (maximumDecompressedBytes)"
+                )
             }
             return request.body
         case "zstd":
             do {
                 return try Zstd.decompress(request.body, limit: limits.maximumDecompressedBytes, maximumWindowLog: limits.maximumWindowLog)
-            } catch where error.code == .tooLarge {
-                throw Refusal(.tooLarge, "the zstd body expands past \(limits.maximumDecompressedBytes) bytes (limit maximumDecompressedBytes)")
+            } catch  where error.code == .tooLarge {
+                throw Refusal(
+                    .tooLarge, "the zstd body expands past \(limits.maximumDecompressedBytes) bytes (limit maximumDecompressedBytes)")
             } catch {
                 throw Refusal(error.reason, "the zstd body was refused: \(error.message)")
             }
@@ -155,9 +170,10 @@ public struct SyncHTTPHandler: Sendable {
 
     /// A JSON answer, compressed with zstd when the client accepts it and it is worth it.
     private func encoded(status: Int, body: [UInt8], for request: HTTPRequest) -> HTTPResponse {
-        let accepts = request.headers["accept-encoding"]?.split(separator: ",").contains {
-            $0.trimmingCharacters(in: .whitespaces).split(separator: ";").first == "zstd"
-        } ?? false
+        let accepts =
+            request.headers["accept-encoding"]?.split(separator: ",").contains {
+                $0.trimmingCharacters(in: .whitespaces).split(separator: ";").first == "zstd"
+            } ?? false
         if accepts, body.count >= limits.compressionThreshold, let compressed = try? Zstd.compress(body, level: limits.compressionLevel) {
             return .json(status: status, compressed, headers: [("Content-Encoding", "zstd"), ("Vary", "Accept-Encoding")])
         }

@@ -18,8 +18,10 @@ public struct ServiceConfiguration: Sendable {
     @_spi(Testing) public var afterPushCommit: (@Sendable (PushRequest) throws -> Void)?
 
     /// A configuration; tombstones are kept 30 days by default.
-    public init(limits: WireLimits = WireLimits(), tombstoneRetention: TimeInterval = 30 * 24 * 3600,
-                clock: @escaping @Sendable () -> Date = { Date() }, log: @escaping @Sendable (String) -> Void = { _ in }) {
+    public init(
+        limits: WireLimits = WireLimits(), tombstoneRetention: TimeInterval = 30 * 24 * 3600,
+        clock: @escaping @Sendable () -> Date = { Date() }, log: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.limits = limits
         self.tombstoneRetention = tombstoneRetention
         self.clock = clock
@@ -43,7 +45,9 @@ public final class SyncService: Sendable {
     /// A service over `store`.
     ///
     /// - Throws: `Refusal` `.failed` when the store cannot be read.
-    public init(store: any ServerStore, rules: RuleBook = RuleBook(), configuration: ServiceConfiguration = ServiceConfiguration()) throws(Refusal) {
+    public init(store: any ServerStore, rules: RuleBook = RuleBook(), configuration: ServiceConfiguration = ServiceConfiguration())
+        throws(Refusal)
+    {
         self.store = store
         self.rules = rules
         self.configuration = configuration
@@ -85,12 +89,15 @@ public final class SyncService: Sendable {
                 if let record = try transaction.client(batch.clientID, of: user) {
                     if batch.sequence == record.sequence {
                         guard HMACSHA256.isEqual(record.digest, digest) else {
-                            throw Refusal(.reusedBatch, "batch \(batch.sequence) of this client was applied with another body; a new batch needs a new number")
+                            throw Refusal(
+                                .reusedBatch,
+                                "batch \(batch.sequence) of this client was applied with another body; a new batch needs a new number")
                         }
                         return record.answer
                     }
                     guard batch.sequence > record.sequence else {
-                        throw Refusal(.staleBatch, "batch \(batch.sequence) is older than batch \(record.sequence), the last this client sent")
+                        throw Refusal(
+                            .staleBatch, "batch \(batch.sequence) is older than batch \(record.sequence), the last this client sent")
                     }
                 }
                 try transaction.prepare(for: batch.changes.map(\.key))
@@ -101,14 +108,17 @@ public final class SyncService: Sendable {
                 // for changes it had not seen.
                 var ownVersions: [DocumentKey: Set<Version>] = [:]
                 for change in batch.changes {
-                    let result = try apply(change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
-                                           ownVersions: ownVersions[change.key] ?? [], at: now, in: transaction)
+                    let result = try apply(
+                        change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
+                        ownVersions: ownVersions[change.key] ?? [], at: now, in: transaction)
                     if case .applied(let version, _, _) = result { ownVersions[change.key, default: []].insert(version) }
                     results.append(result)
                 }
                 let answer = PushResponse(results: results).body
-                try transaction.saveClient(ClientRecord(clientID: batch.clientID, userID: user, sequence: batch.sequence,
-                                                        digest: digest, answer: answer))
+                try transaction.saveClient(
+                    ClientRecord(
+                        clientID: batch.clientID, userID: user, sequence: batch.sequence,
+                        digest: digest, answer: answer))
                 return answer
             }
         }
@@ -134,8 +144,10 @@ public final class SyncService: Sendable {
     /// the document as the server has it learns nothing of it: a change the rules refuse, or that
     /// cannot be applied to it, is answered as the same change to a missing document would be, and
     /// an applied change without state or conflicts (whose server values are the document's).
-    private func apply(_ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
-                       at now: Date, in transaction: any ServerTransaction) throws -> ChangeResult {
+    private func apply(
+        _ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
+        at now: Date, in transaction: any ServerTransaction
+    ) throws -> ChangeResult {
         let rules = rules.rules(for: change.key.collection)
         if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) { return .rejected(reason: .forbidden, message: refusal) }
         let before = try transaction.document(change.key)
@@ -143,11 +155,13 @@ public final class SyncService: Sendable {
         // Every change takes a version, applied or not: versions are unique and follow commit
         // order; they need not be dense.
         let version = try transaction.nextVersion()
-        var verdict = Self.judge(change, before: before, isHidden: isHidden, strategy: strategy, rules: rules, caller: caller,
-                                 user: user, ownVersions: ownVersions, version: version)
+        var verdict = Self.judge(
+            change, before: before, isHidden: isHidden, strategy: strategy, rules: rules, caller: caller,
+            user: user, ownVersions: ownVersions, version: version)
         if verdict.readsAsMissing {
-            verdict = Self.judge(change, before: nil, isHidden: false, strategy: strategy, rules: rules, caller: caller, user: user,
-                                 ownVersions: [], version: version)
+            verdict = Self.judge(
+                change, before: nil, isHidden: false, strategy: strategy, rules: rules, caller: caller, user: user,
+                ownVersions: [], version: version)
             // Where the document is missing this change would create it; here the id is taken.
             // That much a guess at an id tells (Spec/security.md, "Not covered").
             if verdict.write != nil { return .rejected(reason: .notFound, message: Self.missing(change.key)) }
@@ -166,8 +180,10 @@ public final class SyncService: Sendable {
         var readsAsMissing = false
     }
 
-    static func judge(_ change: BatchChange, before: StoredDocument?, isHidden: Bool, strategy: ConflictStrategy,
-                      rules: any SecurityRules, caller: Caller, user: String, ownVersions: Set<Version>, version: Version) -> Verdict {
+    static func judge(
+        _ change: BatchChange, before: StoredDocument?, isHidden: Bool, strategy: ConflictStrategy,
+        rules: any SecurityRules, caller: Caller, user: String, ownVersions: Set<Version>, version: Version
+    ) -> Verdict {
         let hidden = Verdict(answer: .rejected(reason: .notFound, message: missing(change.key)), readsAsMissing: true)
         var state = before?.state ?? DocumentState()
         let delta = ownVersions.isEmpty ? change.delta : change.delta.rebased(onto: state, ownVersions: ownVersions)
@@ -186,19 +202,27 @@ public final class SyncService: Sendable {
         let after = StoredDocument(key: change.key, owner: before?.owner ?? user, version: version, state: state)
         guard rules.allowsWrite(before: before, after: after, by: caller) else {
             if isHidden { return hidden }
-            return Verdict(answer: .rejected(reason: .forbidden, message: "the rules of \(change.key.collection) refuse this write to \(change.key)"))
+            return Verdict(
+                answer: .rejected(reason: .forbidden, message: "the rules of \(change.key.collection) refuse this write to \(change.key)"))
         }
         if state.byteSize > ValueLimits.maximumDocumentBytes, state.byteSize > before?.state.byteSize ?? 0 {
             // A caller who may write but not read learns that much, and nothing of the sizes.
-            return Verdict(answer: .rejected(reason: .tooLarge, message: isHidden
-                ? "\(change.key): the write would make the document larger than the limit"
-                : "\(change.key): the document would hold \(state.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)"))
+            return Verdict(
+                answer: .rejected(
+                    reason: .tooLarge,
+                    message: isHidden
+                        ? "\(change.key): the write would make the document larger than the limit"
+                        : "\(change.key): the document would hold \(state.byteSize) bytes; the limit is \(ValueLimits.maximumDocumentBytes)"
+                ))
         }
         do {
             try rules.validate(after)
         } catch {
-            return Verdict(answer: .rejected(reason: error.reason, message: isHidden
-                ? "\(change.key): the collection's rules refuse the document" : "\(change.key): \(error.message)"))
+            return Verdict(
+                answer: .rejected(
+                    reason: error.reason,
+                    message: isHidden
+                        ? "\(change.key): the collection's rules refuse the document" : "\(change.key): \(error.message)"))
         }
         if strategy == .manual && !report.conflicts.isEmpty {
             guard !isHidden, let server = before else { return Verdict(answer: hidden.answer) }
@@ -238,8 +262,10 @@ public final class SyncService: Sendable {
         try pullPage(cursor: cursor, limit: limit, collections: collections, caller: caller).body
     }
 
-    private func pullPage(cursor: String?, limit: Int?, collections: [String]?,
-                          caller: Caller) throws(Refusal) -> (response: PullResponse, body: [UInt8]) {
+    private func pullPage(
+        cursor: String?, limit: Int?, collections: [String]?,
+        caller: Caller
+    ) throws(Refusal) -> (response: PullResponse, body: [UInt8]) {
         let limit = limit ?? min(500, configuration.limits.maximumPageSize)
         guard limit >= 1, limit <= configuration.limits.maximumPageSize else {
             throw Refusal.invalid("limit must be 1 to \(configuration.limits.maximumPageSize) (maximumPageSize)")
@@ -253,7 +279,8 @@ public final class SyncService: Sendable {
         let after = try cursors.version(of: cursor, caller: caller)
         let horizon = try Self.storeCall(log: configuration.log) { try store.tombstoneHorizon() }
         if after > .zero, after < horizon {
-            throw Refusal(.resyncRequired, "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
+            throw Refusal(
+                .resyncRequired, "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
         }
         // Unreadable documents are skipped, so a page is scanned in rounds until it is full; a
         // bounded number of rounds keeps one request's work bounded, and the cursor moves past
@@ -265,7 +292,8 @@ public final class SyncService: Sendable {
         var hasMore = false
         scan: for _ in 0..<8 {
             let rows = try Self.storeCall(log: configuration.log) {
-                try store.changes(after: position, limit: limit, collections: collections, maximumBytes: configuration.limits.maximumPageBytes)
+                try store.changes(
+                    after: position, limit: limit, collections: collections, maximumBytes: configuration.limits.maximumPageBytes)
             }
             for row in rows {
                 guard rules.rules(for: row.key.collection).allowsRead(row, by: caller) else {

@@ -7,22 +7,26 @@ extension LocalStore {
     /// `maximumBytes`, but always one), frozen now under the next sequence number, each with the
     /// strategy `strategyOf` gives its document (frozen with it, so that a retry is the same batch
     /// whatever the app's settings are by then). `nil` when nothing is unsent.
-    package func freezeBatch(maximumChanges: Int = .max, maximumBytes: Int = .max,
-                            strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }) throws(StoreError) -> FrozenBatch? {
+    package func freezeBatch(
+        maximumChanges: Int = .max, maximumBytes: Int = .max,
+        strategyOf: (DocumentKey) -> ConflictStrategy? = { _ in nil }
+    ) throws(StoreError) -> FrozenBatch? {
         try translatingErrors {
             if let frozen = try inflightBatch() { return frozen }
             // The changes of a document whose conflict the resolver is deciding wait for it (the
             // resolution goes before them); the rest of the queue goes on.
             let held = memory.heldDocuments.isEmpty ? "" : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) "
-            let pending = try database.query("SELECT \(QueueRow.pendingColumns) FROM pending \(held)ORDER BY sequence LIMIT ?",
-                                             [.integer(Int64(max(1, maximumChanges)))], QueueRow.init)
+            let pending = try database.query(
+                "SELECT \(QueueRow.pendingColumns) FROM pending \(held)ORDER BY sequence LIMIT ?",
+                [.integer(Int64(max(1, maximumChanges)))], QueueRow.init)
             guard !pending.isEmpty else { return nil }
             let rows = FreezePlan.rowsFitting(pending, maximumBytes: maximumBytes)
             let deltas = try rows.map { try memory.decodedPending[$0.sequence] ?? Self.decodeDelta($0.delta) }
             var confirmed: [DocumentKey: DocumentState] = [:]
             for key in FreezePlan.documentsPruned(rows, deltas: deltas) { confirmed[key] = try confirmedState(of: key) }
-            let plan = FreezePlan(rows: rows, deltas: deltas, confirmed: confirmed, clientID: clientID, sequence: memory.nextBatch,
-                                  strategyOf: strategyOf)
+            let plan = FreezePlan(
+                rows: rows, deltas: deltas, confirmed: confirmed, clientID: clientID, sequence: memory.nextBatch,
+                strategyOf: strategyOf)
             let stillPending = try database.write { database in try apply(plan, in: database) }
             memory.froze(plan, stillPending: stillPending)
             if !plan.cancelledWrites.isEmpty { notify(changed: Set(plan.cancelledWrites.keys)) }
@@ -35,13 +39,16 @@ extension LocalStore {
     /// still have changes pending (the batch left later ones of theirs in the queue).
     private func apply(_ plan: FreezePlan, in database: Database) throws -> Set<DocumentKey> {
         for (position, frozen) in plan.changes.enumerated() {
-            try database.run("""
+            try database.run(
+                """
                 INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written, origin)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
-                             [.integer(Int64(position)), .text(frozen.change.key.collection), .text(frozen.change.key.id),
-                              .blob(frozen.encoded), .integer(Int64(frozen.change.writes)), SQLiteValue(frozen.view),
-                              SQLiteValue(frozen.parts), .integer(frozen.isAsWritten ? 1 : 0), .integer(frozen.origin)])
+                [
+                    .integer(Int64(position)), .text(frozen.change.key.collection), .text(frozen.change.key.id),
+                    .blob(frozen.encoded), .integer(Int64(frozen.change.writes)), SQLiteValue(frozen.view),
+                    SQLiteValue(frozen.parts), .integer(frozen.isAsWritten ? 1 : 0), .integer(frozen.origin),
+                ])
         }
         if memory.heldDocuments.isEmpty, let last = plan.takenRows.last {
             try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(last)])
@@ -54,9 +61,10 @@ extension LocalStore {
         }
         try setMeta("next_batch_sequence", String(plan.sequence + 1), in: database)
         guard !plan.cancelledWrites.isEmpty else { return [] }
-        return Set(try database.query("SELECT collection, id FROM pending") { row in
-            DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
-        })
+        return Set(
+            try database.query("SELECT collection, id FROM pending") { row in
+                DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
+            })
     }
 
     /// The batch in flight, if there is one.
@@ -65,8 +73,9 @@ extension LocalStore {
         guard let body = try database.queryFirst("SELECT body FROM batch", [], { $0.blob(0) ?? [] }) else { return nil }
         do {
             let rows = try database.query("SELECT origin FROM inflight ORDER BY position") { $0.integer(0) }
-            let frozen = FrozenBatch(batch: try Batch(encoded: try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)), body: body,
-                                     rows: rows)
+            let frozen = FrozenBatch(
+                batch: try Batch(encoded: try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)), body: body,
+                rows: rows)
             memory.readInflight(frozen)
             return frozen
         } catch {
@@ -89,13 +98,16 @@ extension LocalStore {
             let start = (first ?? 1) - Int64(rows.count)
             try database.write { database in
                 for (offset, row) in rows.enumerated() {
-                    try database.run("""
+                    try database.run(
+                        """
                         INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written, origin)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
-                                     [.integer(start + Int64(offset)), .text(row.key.collection), .text(row.key.id), .blob(row.delta),
-                                      .integer(Int64(row.writes)), SQLiteValue(row.view), SQLiteValue(row.parts), .integer(row.isAsWritten ? 1 : 0),
-                                      row.origin.map(SQLiteValue.integer) ?? .null])
+                        [
+                            .integer(start + Int64(offset)), .text(row.key.collection), .text(row.key.id), .blob(row.delta),
+                            .integer(Int64(row.writes)), SQLiteValue(row.view), SQLiteValue(row.parts), .integer(row.isAsWritten ? 1 : 0),
+                            row.origin.map(SQLiteValue.integer) ?? .null,
+                        ])
                 }
                 try database.run("DELETE FROM inflight")
                 try database.run("DELETE FROM batch")
@@ -128,11 +140,17 @@ extension LocalStore {
             // The app's view of a document left to the resolver (rare, so rebuilt here rather than
             // read for every change).
             var localViews: [DocumentKey: String?] = [:]
-            for key in SettledAnswer.documentsLeftToResolver(changes, results) { localViews[key] = .some(try appsView(of: key).documentJSON) }
+            for key in SettledAnswer.documentsLeftToResolver(changes, results) {
+                localViews[key] = .some(try appsView(of: key).documentJSON)
+            }
             let answer = try SettledAnswer(batch: frozen, results: results, confirmedBefore: before, extras: extras, localViews: localViews)
             // Their views are not read: the plan renders them again.
-            let pending = !SettlePlan.needsPendingRows(answer, memory: memory) ? [] : try database.query(
-                "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL FROM pending ORDER BY sequence", [], QueueRow.init)
+            let pending =
+                !SettlePlan.needsPendingRows(answer, memory: memory)
+                ? []
+                : try database.query(
+                    "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL FROM pending ORDER BY sequence", [], QueueRow.init
+                )
             let plan = try SettlePlan(answer: answer, pending: pending, memory: memory, newOrigin: Self.newOrigin)
             try database.write { database in try apply(plan, in: database) }
             memory.settled(plan)
@@ -143,8 +161,10 @@ extension LocalStore {
 
     /// The in-flight rows' parts and marks, by position, for those that have any.
     private func inflightExtras() throws -> [Int64: SettledAnswer.InflightExtras] {
-        Dictionary(uniqueKeysWithValues: try database.query(
-            "SELECT position, parts, as_written FROM inflight WHERE parts IS NOT NULL OR as_written != 0") { row in
+        Dictionary(
+            uniqueKeysWithValues: try database.query(
+                "SELECT position, parts, as_written FROM inflight WHERE parts IS NOT NULL OR as_written != 0"
+            ) { row in
                 (row.integer(0), SettledAnswer.InflightExtras(parts: row.blob(1), isAsWritten: row.integer(2) != 0))
             })
     }
@@ -154,20 +174,26 @@ extension LocalStore {
     private func apply(_ plan: SettlePlan, in database: Database) throws {
         for (key, state) in plan.answer.confirmed { try saveConfirmed(state, for: key, in: database) }
         for row in plan.resentRows {
-            try database.run("INSERT INTO pending (sequence, collection, id, delta, writes, as_written, origin) VALUES (?, ?, ?, ?, 1, ?, ?)",
-                             [.integer(row.sequence), .text(row.key.collection), .text(row.key.id), .blob(row.delta), .integer(row.isAsWritten ? 1 : 0),
-                              row.origin.map(SQLiteValue.integer) ?? .null])
+            try database.run(
+                "INSERT INTO pending (sequence, collection, id, delta, writes, as_written, origin) VALUES (?, ?, ?, ?, 1, ?, ?)",
+                [
+                    .integer(row.sequence), .text(row.key.collection), .text(row.key.id), .blob(row.delta),
+                    .integer(row.isAsWritten ? 1 : 0),
+                    row.origin.map(SQLiteValue.integer) ?? .null,
+                ])
         }
         for row in plan.rebasedRows {
-            try database.run("UPDATE pending SET delta = ?, view = NULL, parts = ? WHERE sequence = ?",
-                             [.blob(Self.encode(row.delta)), SQLiteValue(row.parts), .integer(row.sequence)])
+            try database.run(
+                "UPDATE pending SET delta = ?, view = NULL, parts = ? WHERE sequence = ?",
+                [.blob(Self.encode(row.delta)), SQLiteValue(row.parts), .integer(row.sequence)])
         }
         for newest in plan.newestViews {
             try database.run("UPDATE pending SET view = ? WHERE sequence = ?", [SQLiteValue(newest.view), .integer(newest.sequence)])
         }
         for (key, kept) in plan.answer.keptConflicts {
-            try database.run("INSERT OR REPLACE INTO unresolved (collection, id, local, conflicts) VALUES (?, ?, ?, ?)",
-                             [.text(key.collection), .text(key.id), SQLiteValue(kept.local), .text(UnresolvedConflict.encode(kept.conflicts))])
+            try database.run(
+                "INSERT OR REPLACE INTO unresolved (collection, id, local, conflicts) VALUES (?, ?, ?, ?)",
+                [.text(key.collection), .text(key.id), SQLiteValue(kept.local), .text(UnresolvedConflict.encode(kept.conflicts))])
         }
         try database.run("DELETE FROM inflight")
         try database.run("DELETE FROM batch")

@@ -58,8 +58,10 @@ struct FreezePlan: Equatable {
     /// Plans the batch `sequence` of `rows` (`rowsFitting`), whose changes are `deltas`;
     /// `confirmed` holds the confirmed states of `documentsPruned`. Each change is frozen with the
     /// strategy `strategyOf` gives its document, unless it is saved as written.
-    init(rows: ArraySlice<QueueRow>, deltas: [DocumentDelta], confirmed: [DocumentKey: DocumentState], clientID: String, sequence: Int64,
-         strategyOf: (DocumentKey) -> ConflictStrategy?) {
+    init(
+        rows: ArraySlice<QueueRow>, deltas: [DocumentDelta], confirmed: [DocumentKey: DocumentState], clientID: String, sequence: Int64,
+        strategyOf: (DocumentKey) -> ConflictStrategy?
+    ) {
         var confirmed = confirmed
         var changes: [FrozenChange] = []
         var cancelled: [DocumentKey: Int] = [:]
@@ -90,9 +92,11 @@ struct FreezePlan: Equatable {
                 // Saved as written is what clientWins does to a change: each field it writes takes
                 // its value, a delete deletes (Spec/conflicts.md, "Online writes").
                 let strategy = row.isAsWritten ? .clientWins : strategyOf(row.key)
-                changes.append(FrozenChange(change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy),
-                                            encoded: isPruned ? LocalStore.encode(pruned) : row.delta, parts: row.parts,
-                                            isAsWritten: row.isAsWritten, origin: row.origin ?? 0, view: nil))
+                changes.append(
+                    FrozenChange(
+                        change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy),
+                        encoded: isPruned ? LocalStore.encode(pruned) : row.delta, parts: row.parts,
+                        isAsWritten: row.isAsWritten, origin: row.origin ?? 0, view: nil))
             }
         }
         var lastPositions: [DocumentKey: Int] = [:]

@@ -55,8 +55,10 @@ extension LocalStore {
 
     /// Tells the listeners of what a committed transaction changed.
     /// (The keys are an autoclosure: with no listener, as when an app writes in bulk, no set is built.)
-    func notify(changed changedKeys: @autoclosure () -> Set<DocumentKey>, rollbacks: Set<DocumentKey> = [],
-                unsentWritesChanged: Bool = true) {
+    func notify(
+        changed changedKeys: @autoclosure () -> Set<DocumentKey>, rollbacks: Set<DocumentKey> = [],
+        unsentWritesChanged: Bool = true
+    ) {
         guard !listeners.all.isEmpty else { return }
         let keys = changedKeys()
         let collections = Set(keys.map(\.collection))

@@ -45,28 +45,40 @@ package actor LocalStore {
             database = try Database(path: path, durability: durability, isExclusive: true)
             try Schema.migrate(database)
             clientID = try Self.loadOrCreateClientID(database)
-            let unsentRows = try database.query("""
+            let unsentRows = try database.query(
+                """
                 SELECT collection, id, writes, view, 0 AS kind, position AS ordering FROM inflight
                 UNION ALL SELECT collection, id, writes, view, 1, sequence FROM pending ORDER BY kind, ordering
-                """) { row in UnsentRow(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), writes: Int(row.integer(2)), view: row.text(3)) }
+                """
+            ) { row in
+                UnsentRow(
+                    key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), writes: Int(row.integer(2)), view: row.text(3))
+            }
             let isResyncing = try database.queryFirst("SELECT value FROM meta WHERE key = 'resync'") { _ in true } ?? false
-            let storedNextBatch: Int64?? = try database.queryFirst("SELECT value FROM meta WHERE key = 'next_batch_sequence'") { Int64($0.text(0) ?? "") }
-            let heldDocuments = Set(try database.query("SELECT collection, id FROM unresolved") { row in
-                DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
-            })
+            let storedNextBatch: Int64?? = try database.queryFirst("SELECT value FROM meta WHERE key = 'next_batch_sequence'") {
+                Int64($0.text(0) ?? "")
+            }
+            let heldDocuments = Set(
+                try database.query("SELECT collection, id FROM unresolved") { row in
+                    DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
+                })
             var owner = try Self.readOwner(database)
             if owner == nil, let claimant {
                 try database.write { database in try Self.writeOwner(claimant, in: database) }
                 owner = claimant
             }
             ownerAtOpen = owner
-            let tail = try database.queryFirst("SELECT sequence, collection, id, delta, writes, parts, as_written, origin FROM pending ORDER BY sequence DESC LIMIT 1") { row in
-                PendingChange(sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
-                              delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5),
-                              isAsWritten: row.integer(6) != 0, origin: row.integer(7))
+            let tail = try database.queryFirst(
+                "SELECT sequence, collection, id, delta, writes, parts, as_written, origin FROM pending ORDER BY sequence DESC LIMIT 1"
+            ) { row in
+                PendingChange(
+                    sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
+                    delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5),
+                    isAsWritten: row.integer(6) != 0, origin: row.integer(7))
             }
-            memory = StoreMemory(unsentRows: unsentRows, tail: tail, nextBatch: (storedNextBatch ?? nil) ?? 1, heldDocuments: heldDocuments,
-                                 isResyncing: isResyncing)
+            memory = StoreMemory(
+                unsentRows: unsentRows, tail: tail, nextBatch: (storedNextBatch ?? nil) ?? 1, heldDocuments: heldDocuments,
+                isResyncing: isResyncing)
         } catch {
             throw StoreError.translating(error)
         }
@@ -129,8 +141,10 @@ package actor LocalStore {
     ///
     /// - Throws: `StoreError` `.documentNotFound` when the document does not exist.
     @discardableResult
-    package func updateData(for key: DocumentKey, set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
-                           setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:]) throws(StoreError) -> DocumentSnapshot {
+    package func updateData(
+        for key: DocumentKey, set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
+        setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:]
+    ) throws(StoreError) -> DocumentSnapshot {
         try write(.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove), for: key).snapshot
     }
 
@@ -146,12 +160,15 @@ package actor LocalStore {
     /// A write `asWritten` (made while the server answers) is saved by the server as written,
     /// whatever the collection's strategy: it composes only with writes made the same way, so
     /// that no queued write is sent under its policy, nor it under theirs.
-    package func write(_ operation: WriteOperation, for key: DocumentKey,
-                       asWritten: Bool = false) throws(StoreError) -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
+    package func write(
+        _ operation: WriteOperation, for key: DocumentKey,
+        asWritten: Bool = false
+    ) throws(StoreError) -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         try translatingErrors {
             switch operation {
             case .set(let data):
-                try writeTranslated(key, requiresExisting: false, asWritten: asWritten) { base in try DocumentDelta.create(data, base: base) }
+                try writeTranslated(key, requiresExisting: false, asWritten: asWritten) { base in try DocumentDelta.create(data, base: base)
+                }
             case .update(let assignments, let removals, let setAdd, let setRemove):
                 try writeTranslated(key, requiresExisting: true, asWritten: asWritten) { base in
                     try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
@@ -162,8 +179,10 @@ package actor LocalStore {
         }
     }
 
-    private func writeTranslated(_ key: DocumentKey, requiresExisting: Bool, asWritten: Bool,
-                                 _ makeDelta: (Version) throws -> DocumentDelta) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
+    private func writeTranslated(
+        _ key: DocumentKey, requiresExisting: Bool, asWritten: Bool,
+        _ makeDelta: (Version) throws -> DocumentDelta
+    ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         do {
             try key.validate()
         } catch {
@@ -190,21 +209,31 @@ package actor LocalStore {
         let view = document.view
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
-            if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, tail.writes < Self.maximumComposedWrites {
-                tail.parts = PendingChange.appending(Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))
+            if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable,
+                tail.writes < Self.maximumComposedWrites
+            {
+                tail.parts = PendingChange.appending(
+                    Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))
                 tail.delta.compose(with: delta)
                 tail.writes += 1
-                try database.run("UPDATE pending SET delta = ?, writes = ?, view = ?, parts = ? WHERE sequence = ?",
-                                 [.blob(Self.encode(tail.delta)), .integer(Int64(tail.writes)), SQLiteValue(viewJSON),
-                                  SQLiteValue(tail.parts), .integer(tail.sequence)])
+                try database.run(
+                    "UPDATE pending SET delta = ?, writes = ?, view = ?, parts = ? WHERE sequence = ?",
+                    [
+                        .blob(Self.encode(tail.delta)), .integer(Int64(tail.writes)), SQLiteValue(viewJSON),
+                        SQLiteValue(tail.parts), .integer(tail.sequence),
+                    ])
                 return tail
             }
             let origin = Self.newOrigin()
-            try database.run("INSERT INTO pending (collection, id, delta, writes, view, as_written, origin) VALUES (?, ?, ?, 1, ?, ?, ?)",
-                             [.text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON), .integer(asWritten ? 1 : 0),
-                              .integer(origin)])
-            return PendingChange(sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten,
-                                 origin: origin)
+            try database.run(
+                "INSERT INTO pending (collection, id, delta, writes, view, as_written, origin) VALUES (?, ?, ?, 1, ?, ?, ?)",
+                [
+                    .text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON), .integer(asWritten ? 1 : 0),
+                    .integer(origin),
+                ])
+            return PendingChange(
+                sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten,
+                origin: origin)
         }
         let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? memory.tail : nil, batchFrom: memory.nextBatch)
         memory.wrote(newTail, document: document, viewJSON: viewJSON)
@@ -222,17 +251,22 @@ package actor LocalStore {
     package func takeBack(_ receipt: WriteReceipt) throws(StoreError) -> Bool {
         try translatingErrors {
             let key = receipt.change.key
-            guard let newest = try database.queryFirst(
-                "SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence DESC LIMIT 1",
-                [.text(key.collection), .text(key.id)], QueueRow.init),
-                  newest.writes == receipt.change.writes, try Self.decodeDelta(newest.delta) == receipt.change.delta else { return false }
+            guard
+                let newest = try database.queryFirst(
+                    "SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence DESC LIMIT 1",
+                    [.text(key.collection), .text(key.id)], QueueRow.init),
+                newest.writes == receipt.change.writes, try Self.decodeDelta(newest.delta) == receipt.change.delta
+            else { return false }
             let sequence = newest.sequence
             var view: DocumentState?
             try database.write { database in
                 if let before = receipt.before {
-                    try database.run("UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
-                                     [.blob(Self.encode(before.delta)), .integer(Int64(before.writes)), SQLiteValue(before.parts),
-                                      .integer(sequence)])
+                    try database.run(
+                        "UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
+                        [
+                            .blob(Self.encode(before.delta)), .integer(Int64(before.writes)), SQLiteValue(before.parts),
+                            .integer(sequence),
+                        ])
                 } else {
                     try database.run("DELETE FROM pending WHERE sequence = ?", [.integer(sequence)])
                 }
@@ -260,8 +294,11 @@ package actor LocalStore {
             if let unsentDocument = memory.unsent[key] {
                 viewJSON = unsentDocument.viewJSON
             } else {
-                viewJSON = try database.queryFirst("SELECT view FROM documents WHERE collection = ? AND id = ?",
-                                                   [.text(key.collection), .text(key.id)]) { $0.text(0) } ?? nil
+                viewJSON =
+                    try database.queryFirst(
+                        "SELECT view FROM documents WHERE collection = ? AND id = ?",
+                        [.text(key.collection), .text(key.id)]
+                    ) { $0.text(0) } ?? nil
             }
             return DocumentSnapshot(key: key, data: try viewJSON.map { try Value(json: $0) }, metadata: metadata)
         }
@@ -312,8 +349,9 @@ package actor LocalStore {
             let rows = try database.query(sql, bindings) { row in (row.text(0) ?? "", row.text(1) ?? "null", row.integer(2)) }
             return try rows.map { id, view, unsent in
                 let key = DocumentKey(collection: query.collection, id: id)
-                return DocumentSnapshot(key: key, data: try Value(json: view),
-                                        metadata: SnapshotMetadata(hasPendingWrites: unsent > 0, isFromCache: true))
+                return DocumentSnapshot(
+                    key: key, data: try Value(json: view),
+                    metadata: SnapshotMetadata(hasPendingWrites: unsent > 0, isFromCache: true))
             }
         }
     }
@@ -426,8 +464,10 @@ package actor LocalStore {
     /// The document's confirmed state alone (no view to rebuild), from memory or the file.
     func confirmedState(of key: DocumentKey) throws -> DocumentState {
         if let cached = memory.cache[key] { return cached.confirmed }
-        let stored: DocumentState?? = try database.queryFirst("SELECT confirmed, view FROM documents WHERE collection = ? AND id = ?",
-                                                              [.text(key.collection), .text(key.id)]) { row in
+        let stored: DocumentState?? = try database.queryFirst(
+            "SELECT confirmed, view FROM documents WHERE collection = ? AND id = ?",
+            [.text(key.collection), .text(key.id)]
+        ) { row in
             try row.blob(0).map { try Self.decodeState($0, view: row.text(1)) }
         }
         return (stored ?? nil) ?? DocumentState()
@@ -439,8 +479,10 @@ package actor LocalStore {
         let missing = Dictionary(grouping: keys.filter { memory.cache[$0] == nil }, by: \.collection)
         for (collection, keys) in missing {
             let placeholders = repeatElement("?", count: keys.count).joined(separator: ",")
-            let rows = try database.query("SELECT id, confirmed, view FROM documents WHERE collection = ? AND id IN (\(placeholders))",
-                                          [.text(collection)] + keys.map { .text($0.id) }) { row in
+            let rows = try database.query(
+                "SELECT id, confirmed, view FROM documents WHERE collection = ? AND id IN (\(placeholders))",
+                [.text(collection)] + keys.map { .text($0.id) }
+            ) { row in
                 (row.text(0) ?? "", try row.blob(1).map { try Self.decodeState($0, view: row.text(2)) })
             }
             var found: [String: DocumentState] = [:]
@@ -468,12 +510,16 @@ package actor LocalStore {
     /// changes that are not in memory.
     func unsentChanges(of key: DocumentKey) throws -> [StoredChange] {
         let bindings: [SQLiteValue] = [.text(key.collection), .text(key.id)]
-        let inflight = try database.query("SELECT position, delta FROM inflight WHERE collection = ? AND id = ? ORDER BY position",
-                                          bindings) { row in
+        let inflight = try database.query(
+            "SELECT position, delta FROM inflight WHERE collection = ? AND id = ? ORDER BY position",
+            bindings
+        ) { row in
             StoredChange(isInflight: true, sequence: row.integer(0), delta: try Self.decodeDelta(row.blob(1)))
         }
-        let pending = try database.query("SELECT sequence, delta FROM pending WHERE collection = ? AND id = ? ORDER BY sequence",
-                                         bindings) { row in
+        let pending = try database.query(
+            "SELECT sequence, delta FROM pending WHERE collection = ? AND id = ? ORDER BY sequence",
+            bindings
+        ) { row in
             StoredChange(isInflight: false, sequence: row.integer(0), delta: try Self.decodeDelta(row.blob(1)))
         }
         return inflight + pending
@@ -501,7 +547,8 @@ package actor LocalStore {
 
     static func decodeState(_ bytes: [UInt8], view: String?) throws -> DocumentState {
         do {
-            return try DocumentState(versions: try Value(json: bytes, maximumDepth: ValueLimits.maximumEncodedDepth), view: try view.map { try Value(json: $0) })
+            return try DocumentState(
+                versions: try Value(json: bytes, maximumDepth: ValueLimits.maximumEncodedDepth), view: try view.map { try Value(json: $0) })
         } catch {
             throw StoreError(.corrupt, "a stored document cannot be read: \(error)")
         }

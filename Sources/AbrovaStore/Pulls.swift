@@ -18,7 +18,8 @@ extension LocalStore {
                     // memory: an initial sync would fill the cache, and empty it, again and again.
                     if updated[key] == nil, memory.cache[key] == nil, memory.unsent[key] == nil {
                         let (versions, view) = state.storedForms
-                        try database.run("""
+                        try database.run(
+                            """
                             INSERT INTO documents (collection, id, confirmed, view) VALUES (?, ?, ?, ?)
                             ON CONFLICT (collection, id) DO NOTHING
                             """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])
@@ -41,7 +42,8 @@ extension LocalStore {
                 if let cursor { try setMeta("cursor", cursor, in: database) }
                 if memory.isResyncing {
                     for (key, _) in documents {
-                        try database.run("DELETE FROM resync_unseen WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                        try database.run(
+                            "DELETE FROM resync_unseen WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                     }
                 }
             }

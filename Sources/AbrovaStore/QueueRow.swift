@@ -36,8 +36,11 @@ struct QueueRow: Equatable {
         origin = row.isNull(8) ? nil : row.integer(8)
     }
 
-    init(sequence: Int64, key: DocumentKey, delta: [UInt8], writes: Int, view: String? = nil, parts: [UInt8]? = nil, isAsWritten: Bool = false,
-         origin: Int64? = nil) {
+    init(
+        sequence: Int64, key: DocumentKey, delta: [UInt8], writes: Int, view: String? = nil, parts: [UInt8]? = nil,
+        isAsWritten: Bool = false,
+        origin: Int64? = nil
+    ) {
         self.sequence = sequence
         self.key = key
         self.delta = delta

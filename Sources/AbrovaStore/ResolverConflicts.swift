@@ -9,9 +9,10 @@ extension LocalStore {
     package func unresolvedConflicts() throws(StoreError) -> [UnresolvedConflict] {
         try translatingErrors {
             try database.query("SELECT collection, id, local, conflicts FROM unresolved ORDER BY collection, id") { row in
-                UnresolvedConflict(key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""),
-                                   local: try row.text(2).map { try Value(json: $0) },
-                                   conflicts: try UnresolvedConflict.decodeConflicts(row.text(3) ?? "[]"))
+                UnresolvedConflict(
+                    key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""),
+                    local: try row.text(2).map { try Value(json: $0) },
+                    conflicts: try UnresolvedConflict.decodeConflicts(row.text(3) ?? "[]"))
             }
         }
     }
@@ -36,8 +37,9 @@ extension LocalStore {
     /// - Throws: `StoreError` (`.invalidValue` for a resolution that cannot be stored).
     package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?) throws(StoreError) {
         try translatingErrors {
-            let first = try database.queryFirst("SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence LIMIT 1",
-                                                [.text(key.collection), .text(key.id)], QueueRow.init)
+            let first = try database.queryFirst(
+                "SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence LIMIT 1",
+                [.text(key.collection), .text(key.id)], QueueRow.init)
             let waiting = try first.map { try Self.decodeDelta($0.delta) }
             guard let resolution, let first, let waiting else {
                 if let resolution { _ = try write(resolution, for: key) }
@@ -51,24 +53,28 @@ extension LocalStore {
                 case .set(let data): delta = try DocumentDelta.create(data, base: confirmed.version)
                 case .delete: delta = DocumentDelta.delete(base: confirmed.version)
                 case .update(let assignments, let removals, let setAdd, let setRemove):
-                    delta = try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: confirmed.version)
+                    delta = try DocumentDelta.update(
+                        set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: confirmed.version)
                 }
             } catch let error as ValueError {
                 throw StoreError(error)
             }
             // The change keeps its writes' own changes while it can (Spec/storage.md, "Writes").
-            let keptParts = first.writes < Self.maximumComposedWrites && (first.parts != nil || first.writes == 1)
+            let keptParts =
+                first.writes < Self.maximumComposedWrites && (first.parts != nil || first.writes == 1)
                 ? Self.encodeParts([delta] + (try first.parts.map(Self.decodeParts) ?? [waiting])) : nil
             delta.compose(with: waiting)
             var view = DocumentState()
             try database.write { database in
-                try database.run("UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
-                                 [.blob(Self.encode(delta)), .integer(Int64(first.writes + 1)), SQLiteValue(keptParts), .integer(first.sequence)])
+                try database.run(
+                    "UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
+                    [.blob(Self.encode(delta)), .integer(Int64(first.writes + 1)), SQLiteValue(keptParts), .integer(first.sequence)])
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                 view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
             }
-            memory.resolvedConflict(key, intoRow: first.sequence, delta: delta, writes: first.writes + 1, parts: keptParts,
-                                    viewJSON: view.documentJSON)
+            memory.resolvedConflict(
+                key, intoRow: first.sequence, delta: delta, writes: first.writes + 1, parts: keptParts,
+                viewJSON: view.documentJSON)
             notify(changed: [key])
         }
     }

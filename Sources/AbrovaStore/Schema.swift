@@ -85,7 +85,8 @@ enum Schema {
     static func migrate(_ database: Database, to target: Int = currentVersion) throws {
         let version = try readVersion(database)
         if version > currentVersion {
-            throw StoreError(.newerSchema, "the store has schema version \(version); this version of AbrovaSync reads up to \(currentVersion)")
+            throw StoreError(
+                .newerSchema, "the store has schema version \(version); this version of AbrovaSync reads up to \(currentVersion)")
         }
         if version == 0 {
             let tables = try database.queryFirst("SELECT count(*) FROM sqlite_master") { $0.integer(0) } ?? 0

@@ -55,8 +55,10 @@ struct SettlePlan {
             var newRows: [Int64] = []
             for part in change.parts {
                 let origin = newOrigin()
-                resentRows.append(QueueRow(sequence: nextResent, key: change.key, delta: LocalStore.encode(part), writes: 1,
-                                           isAsWritten: change.isAsWritten, origin: origin))
+                resentRows.append(
+                    QueueRow(
+                        sequence: nextResent, key: change.key, delta: LocalStore.encode(part), writes: 1,
+                        isAsWritten: change.isAsWritten, origin: origin))
                 newRows.append(origin)
                 nextResent += 1
             }
@@ -90,7 +92,8 @@ struct SettlePlan {
             if keptViews[row.key] == nil { views[row.key]?.applyLocally(delta, at: LocalStore.localVersion) }
             decoded[row.sequence] = delta
             newest[row.key] = row.sequence
-            stillUnsent[row.key, default: LocalStore.UnsentDocument(viewJSON: memory.unsent[row.key]?.viewJSON, writes: 0)].writes += row.writes
+            stillUnsent[row.key, default: LocalStore.UnsentDocument(viewJSON: memory.unsent[row.key]?.viewJSON, writes: 0)].writes +=
+                row.writes
         }
         var newestViews: [NewestView] = []
         for (key, sequence) in newest {

@@ -62,9 +62,10 @@ struct SettledAnswer {
     /// The documents the manual strategy left to the resolver, whose view as the device has it
     /// the answer keeps.
     static func documentsLeftToResolver(_ changes: [BatchChange], _ results: [ChangeResult]) -> Set<DocumentKey> {
-        Set(zip(changes, results).compactMap { change, result in
-            if case .unresolved = result { change.key } else { nil }
-        })
+        Set(
+            zip(changes, results).compactMap { change, result in
+                if case .unresolved = result { change.key } else { nil }
+            })
     }
 
     /// Reads `results` (one per change of `batch`, checked) against the confirmed states of the
@@ -72,8 +73,10 @@ struct SettledAnswer {
     /// when `needsInflightExtras`; `localViews` the app's view of each of `documentsLeftToResolver`.
     ///
     /// - Throws: `StoreError` `.corrupt` when a change's stored writes cannot be read.
-    init(batch: FrozenBatch, results: [ChangeResult], confirmedBefore: [DocumentKey: DocumentState],
-         extras: [Int64: InflightExtras] = [:], localViews: [DocumentKey: String?] = [:]) throws {
+    init(
+        batch: FrozenBatch, results: [ChangeResult], confirmedBefore: [DocumentKey: DocumentState],
+        extras: [Int64: InflightExtras] = [:], localViews: [DocumentKey: String?] = [:]
+    ) throws {
         var before = confirmedBefore
         let changes = batch.batch.changes
         let rows = batch.rows.count == changes.count ? batch.rows : nil
@@ -81,8 +84,10 @@ struct SettledAnswer {
             try extras[Int64(position)]?.parts.map(LocalStore.decodeParts)
         }
         func resend(_ change: BatchChange, at position: Int, as parts: [DocumentDelta]) {
-            resent.append(ResentChange(key: change.key, parts: parts, isAsWritten: extras[Int64(position)]?.isAsWritten ?? false,
-                                       row: rows?[position]))
+            resent.append(
+                ResentChange(
+                    key: change.key, parts: parts, isAsWritten: extras[Int64(position)]?.isAsWritten ?? false,
+                    row: rows?[position]))
             settledWrites[change.key, default: 0] -= change.writes
         }
         for (position, (change, result)) in zip(changes, results).enumerated() {
@@ -136,8 +141,10 @@ struct SettledAnswer {
                     continue
                 }
                 rollbacks.insert(change.key)
-                report.rejections.append(Rejection(key: change.key, operation: OperationType(change.delta),
-                                                   reason: reason, message: message))
+                report.rejections.append(
+                    Rejection(
+                        key: change.key, operation: OperationType(change.delta),
+                        reason: reason, message: message))
             }
             confirmed[change.key] = state
         }

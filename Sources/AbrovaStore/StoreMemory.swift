@@ -87,8 +87,9 @@ struct StoreMemory {
         decodedPending[sequence] = nil
         if tail?.sequence == sequence {
             tail = receipt.before.map {
-                LocalStore.PendingChange(sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts,
-                                         isAsWritten: $0.isAsWritten, origin: $0.origin)
+                LocalStore.PendingChange(
+                    sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts,
+                    isAsWritten: $0.isAsWritten, origin: $0.origin)
             }
         }
         cache[key] = nil
@@ -179,8 +180,10 @@ struct StoreMemory {
 
     /// A resolution was composed in front of `key`'s first waiting change (the pending row
     /// `sequence`), which now holds `delta` of `writes` writes; the document shows `viewJSON`.
-    mutating func resolvedConflict(_ key: DocumentKey, intoRow sequence: Int64, delta: DocumentDelta, writes: Int, parts: [UInt8]?,
-                                   viewJSON: String?) {
+    mutating func resolvedConflict(
+        _ key: DocumentKey, intoRow sequence: Int64, delta: DocumentDelta, writes: Int, parts: [UInt8]?,
+        viewJSON: String?
+    ) {
         heldDocuments.remove(key)
         decodedPending[sequence] = nil
         if tail?.sequence == sequence {

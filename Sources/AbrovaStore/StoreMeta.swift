@@ -12,8 +12,9 @@ extension LocalStore {
 
     /// `setMeta` where there is no store yet (while it opens).
     static func setMeta(_ key: String, _ value: String, in database: Database) throws {
-        try database.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                         [.text(key), .text(value)])
+        try database.run(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [.text(key), .text(value)])
     }
 }
 
@@ -37,7 +38,9 @@ extension LocalStore {
     }
 
     static func readOwner(_ database: Database) throws -> String?? {
-        guard let stored = try database.queryFirst("SELECT value FROM meta WHERE key = 'owner'", [], { $0.text(0) }) ?? nil else { return nil }
+        guard let stored = try database.queryFirst("SELECT value FROM meta WHERE key = 'owner'", [], { $0.text(0) }) ?? nil else {
+            return nil
+        }
         guard let value = try? Value(json: Array(stored.utf8)) else { throw StoreError(.corrupt, "the store's owner cannot be read") }
         if value == .null { return .some(nil) }
         guard let user = value.stringValue else { throw StoreError(.corrupt, "the store's owner is not a user id") }

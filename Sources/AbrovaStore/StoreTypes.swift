@@ -197,23 +197,29 @@ package struct UnresolvedConflict: Hashable, Sendable {
 
     /// The conflicts as the store keeps them: canonical JSON of `[{path, outcome, server?, client?}]`.
     static func encode(_ conflicts: [Conflict]) -> String {
-        Value.array(conflicts.map { conflict in
-            var fields: [String: Value] = ["path": .string(conflict.path.dotted), "outcome": .string(conflict.outcome.rawValue)]
-            fields["server"] = conflict.serverValue
-            fields["client"] = conflict.clientValue
-            return .map(fields)
-        }).canonicalJSON
+        Value.array(
+            conflicts.map { conflict in
+                var fields: [String: Value] = ["path": .string(conflict.path.dotted), "outcome": .string(conflict.outcome.rawValue)]
+                fields["server"] = conflict.serverValue
+                fields["client"] = conflict.clientValue
+                return .map(fields)
+            }
+        ).canonicalJSON
     }
 
     static func decodeConflicts(_ json: String) throws -> [Conflict] {
-        guard case .array(let entries) = try Value(json: json) else { throw StoreError(.corrupt, "unresolved conflicts that are not an array") }
+        guard case .array(let entries) = try Value(json: json) else {
+            throw StoreError(.corrupt, "unresolved conflicts that are not an array")
+        }
         return try entries.map { entry in
             guard let fields = entry.mapValue, let dotted = fields["path"]?.stringValue,
-                  let outcome = fields["outcome"]?.stringValue.flatMap(Conflict.Outcome.init(rawValue:)) else {
+                let outcome = fields["outcome"]?.stringValue.flatMap(Conflict.Outcome.init(rawValue:))
+            else {
                 throw StoreError(.corrupt, "an unresolved conflict the store cannot read")
             }
-            return Conflict(path: dotted.isEmpty ? .root : try FieldPath(dotted), serverValue: fields["server"],
-                            clientValue: fields["client"], outcome: outcome)
+            return Conflict(
+                path: dotted.isEmpty ? .root : try FieldPath(dotted), serverValue: fields["server"],
+                clientValue: fields["client"], outcome: outcome)
         }
     }
 }
@@ -278,11 +284,12 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         self.message = message
         self.field = field
         self.underlying = underlying
-        refusal = switch code {
-        case .documentNotFound: .notFound
-        case .invalidValue, .invalidQuery: .invalid
-        default: nil
-        }
+        refusal =
+            switch code {
+            case .documentNotFound: .notFound
+            case .invalidValue, .invalidQuery: .invalid
+            default: nil
+            }
     }
 
     /// A refused value, path or document, keeping its reason (invalid, not found or too large).

@@ -9,9 +9,11 @@ extension LocalStore {
         let changes = try unsentChanges(of: key)
         for change in changes { view.applyLocally(change.delta, at: Self.localVersion) }
         if let newest = changes.last {
-            try database.run(newest.isInflight ? "UPDATE inflight SET view = ? WHERE position = ?"
-                                               : "UPDATE pending SET view = ? WHERE sequence = ?",
-                             [SQLiteValue(view.documentJSON), .integer(newest.sequence)])
+            try database.run(
+                newest.isInflight
+                    ? "UPDATE inflight SET view = ? WHERE position = ?"
+                    : "UPDATE pending SET view = ? WHERE sequence = ?",
+                [SQLiteValue(view.documentJSON), .integer(newest.sequence)])
         }
         return view
     }
@@ -19,7 +21,8 @@ extension LocalStore {
     /// Writes a document's confirmed state and the view it shows.
     func saveConfirmed(_ state: DocumentState, for key: DocumentKey, in database: Database) throws {
         let (versions, view) = state.storedForms
-        try database.run("""
+        try database.run(
+            """
             INSERT INTO documents (collection, id, confirmed, view) VALUES (?1, ?2, ?3, ?4)
             ON CONFLICT (collection, id) DO UPDATE SET confirmed = ?3, view = ?4
             """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])

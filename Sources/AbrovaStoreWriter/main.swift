@@ -25,8 +25,9 @@ var index = first
 while true {
     do {
         // Two fields that must always agree, and a second document touched in the same write run.
-        try await store.setData(["a": .int(Int64(index)), "b": .int(Int64(index))],
-                                for: DocumentKey(collection: "kill", id: "k\(index)"))
+        try await store.setData(
+            ["a": .int(Int64(index)), "b": .int(Int64(index))],
+            for: DocumentKey(collection: "kill", id: "k\(index)"))
     } catch {
         FileHandle.standardError.write(Data("write \(index) failed: \(error)\n".utf8))
         exit(1)

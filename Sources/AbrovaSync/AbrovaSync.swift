@@ -77,7 +77,8 @@ public final class AbrovaSync: Sendable {
         let token = Guarded(config.authToken)
         self.token = token
         let readToken: @Sendable () -> String? = { token.value }
-        transport = config.makeTransport?(readToken)
+        transport =
+            config.makeTransport?(readToken)
             ?? HTTPTransport(serverURL: config.serverURL, apiKey: config.apiKey, token: readToken, timeout: config.requestTimeout)
         // A configured user is named; without one the store's user is whoever it belongs to.
         let named: String?? = config.userId.map { .some($0) } ?? nil
@@ -104,8 +105,10 @@ public final class AbrovaSync: Sendable {
 
     /// The store of `user` (`nil`: as configured, without a named user): the configured file
     /// when it is theirs or has no user yet (it takes them), else their own file beside it.
-    private static func openStore(for user: String??, configuration: AbrovaSyncConfig,
-                                  configuredOwner: Guarded<String??>) throws(AbrovaSyncError) -> LocalStore {
+    private static func openStore(
+        for user: String??, configuration: AbrovaSyncConfig,
+        configuredOwner: Guarded<String??>
+    ) throws(AbrovaSyncError) -> LocalStore {
         do {
             if configuredOwner.value == nil || user == nil || configuredOwner.value == user {
                 let store = try LocalStore(path: configuration.storePath, claimingFor: user)
@@ -124,18 +127,23 @@ public final class AbrovaSync: Sendable {
         }
     }
 
-    private static func makeEngine(_ store: LocalStore, _ transport: any SyncTransport, _ configuration: AbrovaSyncConfig,
-                                   _ events: SyncEvents, instance: Guarded<InstanceReference>) -> SyncRunner {
-        SyncRunner(store: store, transport: transport, configuration: configuration, events: events,
-                   tokenOfAnotherUser: { user in try? await instance.value.value?.switchUser(to: user) })
+    private static func makeEngine(
+        _ store: LocalStore, _ transport: any SyncTransport, _ configuration: AbrovaSyncConfig,
+        _ events: SyncEvents, instance: Guarded<InstanceReference>
+    ) -> SyncRunner {
+        SyncRunner(
+            store: store, transport: transport, configuration: configuration, events: events,
+            tokenOfAnotherUser: { user in try? await instance.value.value?.switchUser(to: user) })
     }
 
     /// A stream that follows the current store: `subscribe` makes one on a store, and when that
     /// store closes because the instance moved to another user's, the stream goes on with the new
     /// store's. It ends when the instance closes. The first store is subscribed to before it
     /// returns, so that nothing written after the call is missed.
-    static func following<Element: Sendable>(_ current: Guarded<UserSession>, _ sessions: Broadcaster<UserSession?>,
-                                             _ subscribe: @escaping @Sendable (LocalStore) async -> AsyncStream<Element>) async -> AsyncStream<Element> {
+    static func following<Element: Sendable>(
+        _ current: Guarded<UserSession>, _ sessions: Broadcaster<UserSession?>,
+        _ subscribe: @escaping @Sendable (LocalStore) async -> AsyncStream<Element>
+    ) async -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
         let first = current.value.store
         let firstStream = await subscribe(first)
@@ -162,7 +170,9 @@ public final class AbrovaSync: Sendable {
     }
 
     /// A stream following the current store (see `following`).
-    func followingStore<Element: Sendable>(_ subscribe: @escaping @Sendable (LocalStore) async -> AsyncStream<Element>) async -> AsyncStream<Element> {
+    func followingStore<Element: Sendable>(_ subscribe: @escaping @Sendable (LocalStore) async -> AsyncStream<Element>) async
+        -> AsyncStream<Element>
+    {
         await Self.following(current, sessions, subscribe)
     }
 
@@ -298,8 +308,10 @@ public final class AbrovaSync: Sendable {
     /// device and queued, to be settled by the collection's strategy. A refusal throws and leaves
     /// nothing queued or changed; so does a write that cannot reach the server when offline
     /// persistence is off. The snapshot of a write the server saved lists the conflicts it settled.
-    func write(_ key: DocumentKey,
-               _ body: @Sendable (LocalStore, Bool) async throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt)) async throws(AbrovaSyncError) -> DocumentSnapshot {
+    func write(
+        _ key: DocumentKey,
+        _ body: @Sendable (LocalStore, Bool) async throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt)
+    ) async throws(AbrovaSyncError) -> DocumentSnapshot {
         let online = await engine.isOnline
         if !online && !configuration.offlineEnabled {
             throw AbrovaSyncError(.unreachable, message: "the server cannot be reached and offline persistence is off")
@@ -313,17 +325,19 @@ public final class AbrovaSync: Sendable {
             case .rejected(let reason, let message)?:
                 throw AbrovaSyncError(.refused, reason: reason, message: message)
             case .applied(_, _, let settled)?, .unresolved(_, let settled)?:
-                conflicts = settled  // the write's own change's
+                conflicts = settled // the write's own change's
             case nil:
                 // Without offline persistence the write fails and leaves nothing (its run put its
                 // batch back unsent), unless another run has frozen it meanwhile.
                 if !configuration.offlineEnabled, try await store.takeBack(receipt) {
                     let reason = await engine.lastError.map { ": \($0.message)" } ?? ""
-                    throw AbrovaSyncError(.unreachable, message: "the write could not be sent and offline persistence is off; nothing was saved\(reason)")
+                    throw AbrovaSyncError(
+                        .unreachable, message: "the write could not be sent and offline persistence is off; nothing was saved\(reason)")
                 }
-                return local  // queued: sent when the server is back
+                return local // queued: sent when the server is back
             }
-            return try await store.document(key).withMetadata(SnapshotMetadata(hasPendingWrites: false, isFromCache: false, conflicts: conflicts))
+            return try await store.document(key).withMetadata(
+                SnapshotMetadata(hasPendingWrites: false, isFromCache: false, conflicts: conflicts))
         } catch {
             throw AbrovaSyncError.wrapping(error)
         }

@@ -244,12 +244,13 @@ public struct AbrovaSyncConfigBuilder: Sendable {
         }
         let path: String
         if let storePath { path = storePath } else { path = try Self.defaultStorePath(apiKey: apiKey, userId: userId) }
-        var config = AbrovaSyncConfig(apiKey: apiKey, serverURL: serverURL, offlineEnabled: offlineEnabled, syncOnReconnect: syncOnReconnect,
-                                conflictStrategy: conflictStrategy, collectionStrategies: collectionStrategies,
-                                conflictResolver: conflictResolver, storePath: path, userId: userId, authToken: authToken,
-                                offlineCacheSizeMb: offlineCacheSizeMb, maxSyncRetries: maxSyncRetries, retryPolicy: retryPolicy,
-                                clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges,
-                                requestTimeout: requestTimeout)
+        var config = AbrovaSyncConfig(
+            apiKey: apiKey, serverURL: serverURL, offlineEnabled: offlineEnabled, syncOnReconnect: syncOnReconnect,
+            conflictStrategy: conflictStrategy, collectionStrategies: collectionStrategies,
+            conflictResolver: conflictResolver, storePath: path, userId: userId, authToken: authToken,
+            offlineCacheSizeMb: offlineCacheSizeMb, maxSyncRetries: maxSyncRetries, retryPolicy: retryPolicy,
+            clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges,
+            requestTimeout: requestTimeout)
         config.choseStorePath = storePath != nil
         return config
     }
@@ -269,17 +270,21 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     static func defaultStoreFolder(apiKey: String) throws(AbrovaSyncError) -> URL {
         let base: URL
         #if canImport(Darwin)
-        base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
-            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent("Library/Application Support")
+            base =
+                FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+                ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent("Library/Application Support")
         #else
-        let data = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-        base = data.map { URL(fileURLWithPath: $0) } ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share")
+            let data = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            base =
+                data.map { URL(fileURLWithPath: $0) }
+                ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share")
         #endif
         let folder = base.appendingPathComponent("AbrovaSync").appendingPathComponent(fileName(apiKey))
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
-            throw AbrovaSyncError(.configuration, message: "the store's folder \(folder.path) cannot be made: \(error.localizedDescription)")
+            throw AbrovaSyncError(
+                .configuration, message: "the store's folder \(folder.path) cannot be made: \(error.localizedDescription)")
         }
         return folder
     }
@@ -291,7 +296,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"):
+                UInt8(ascii: "-"), UInt8(ascii: "_"):
                 name.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 name += "~" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)

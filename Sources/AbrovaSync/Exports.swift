@@ -3,7 +3,6 @@ import AbrovaStore
 
 // The value types of the lower modules that apps name, and only those: the rest of AbrovaCore and
 // AbrovaStore (the CRDT state, the device store, the codec) stays out of an app's namespace.
-
 @_exported import struct AbrovaCore.Conflict
 @_exported import enum AbrovaCore.ConflictStrategy
 @_exported import struct AbrovaCore.DocumentKey

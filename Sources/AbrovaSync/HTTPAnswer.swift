@@ -1,8 +1,9 @@
 import AbrovaCore
 import AbrovaWire
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 // Reading what the server answered: the client's one edge between HTTP statuses and the domain.
@@ -29,8 +30,10 @@ extension HTTPTransport {
     /// - Throws: `TransportFailure`: `failure(for:limit:)` for a status other than 2xx;
     ///   `.unreachable` for a 2xx whose body cannot be decompressed or read (a retry is the safe
     ///   move: a push answered so may have been applied).
-    static func read<Result>(_ answer: HTTPAnswer, limit: Int,
-                             _ read: ([UInt8]) throws(Refusal) -> Result) throws(TransportFailure) -> Result {
+    static func read<Result>(
+        _ answer: HTTPAnswer, limit: Int,
+        _ read: ([UInt8]) throws(Refusal) -> Result
+    ) throws(TransportFailure) -> Result {
         guard (200..<300).contains(answer.statusCode) else { throw failure(for: answer, limit: limit) }
         let body: [UInt8]
         do {
@@ -61,7 +64,8 @@ extension HTTPTransport {
             if let body = try? content(of: answer, limit: limit), let error = Refusal(body: body), error.statusCode == status {
                 return .refused(reason: error.reason, message: error.message)
             }
-            return .unreachable("\(status): \(message(of: answer, limit: limit)), so not from the sync server (a proxy or a captive portal?)")
+            return .unreachable(
+                "\(status): \(message(of: answer, limit: limit)), so not from the sync server (a proxy or a captive portal?)")
         case 300...399:
             let location = answer.headers["location"].map { " to \($0.prefix(200))" } ?? ""
             return .unreachable("\(status): a redirect\(location), which the protocol never sends; check the server URL")

@@ -43,25 +43,25 @@ package enum HTTPExchangeKind: Sendable, Hashable, CustomStringConvertible {
     /// URLSession: Apple's URL loading system, or swift-corelibs-foundation's on Linux.
     case urlSession
     #if canImport(CCurl)
-    /// libcurl's easy interface, handles kept for reuse so connections stay open.
-    case curl
+        /// libcurl's easy interface, handles kept for reuse so connections stay open.
+        case curl
     #endif
 
     /// URLSession on Apple platforms, libcurl where it is built (Linux).
     package static var platformDefault: HTTPExchangeKind {
         #if canImport(CCurl)
-        .curl
+            .curl
         #else
-        .urlSession
+            .urlSession
         #endif
     }
 
     /// Every kind built on this platform.
     package static var available: [HTTPExchangeKind] {
         #if canImport(CCurl)
-        [.urlSession, .curl]
+            [.urlSession, .curl]
         #else
-        [.urlSession]
+            [.urlSession]
         #endif
     }
 
@@ -69,7 +69,7 @@ package enum HTTPExchangeKind: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .urlSession: "URLSession"
         #if canImport(CCurl)
-        case .curl: "libcurl"
+            case .curl: "libcurl"
         #endif
         }
     }
@@ -80,7 +80,7 @@ package enum HTTPExchangeKind: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .urlSession: URLSessionExchange(timeout: timeout, maximumAnswerBytes: maximumAnswerBytes)
         #if canImport(CCurl)
-        case .curl: CurlExchange(maximumAnswerBytes: maximumAnswerBytes)
+            case .curl: CurlExchange(maximumAnswerBytes: maximumAnswerBytes)
         #endif
         }
     }

@@ -1,10 +1,11 @@
 import AbrovaCore
 import AbrovaWire
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The sync server's routes (Spec/protocol.md) over HTTP: with URLSession on Apple platforms,
 /// with libcurl on Linux (`HTTPExchange`).
@@ -60,18 +61,23 @@ package final class HTTPTransport: SyncTransport {
     ///     server's work per change dominates, see Docs/BENCHMARKS.md).
     ///   - compressionThreshold: push bodies from this size (1 KiB by default) are compressed.
     ///   - maximumAnswerBytes: the largest answer accepted, decompressed (64 MiB by default).
-    package convenience init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
-                            timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
-                            maximumAnswerBytes: Int = 64 << 20) {
-        self.init(serverURL: serverURL, apiKey: apiKey, token: token, timeout: timeout, compressionLevel: compressionLevel,
-                  compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes, exchange: .platformDefault)
+    package convenience init(
+        serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
+        timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
+        maximumAnswerBytes: Int = 64 << 20
+    ) {
+        self.init(
+            serverURL: serverURL, apiKey: apiKey, token: token, timeout: timeout, compressionLevel: compressionLevel,
+            compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes, exchange: .platformDefault)
     }
 
     /// A transport that sends its requests with the HTTP client `exchange` (tests and benchmarks
     /// run both where both are built).
-    package init(serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
-                 timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
-                 maximumAnswerBytes: Int = 64 << 20, exchange: HTTPExchangeKind) {
+    package init(
+        serverURL: URL, apiKey: String, token: @escaping @Sendable () -> String?,
+        timeout: Duration = .seconds(30), compressionLevel: Int32 = 1, compressionThreshold: Int = 1_024,
+        maximumAnswerBytes: Int = 64 << 20, exchange: HTTPExchangeKind
+    ) {
         precondition(timeout > .zero, "timeout must be positive")
         precondition(maximumAnswerBytes > 0, "maximumAnswerBytes must be positive")
         self.serverURL = serverURL
@@ -126,7 +132,8 @@ package final class HTTPTransport: SyncTransport {
         // Only the protocol's own 404 (with its JSON error body) says the document is missing;
         // another one (a proxy's page) means the route was not reached.
         if answer.statusCode == 404, let body = try? Self.content(of: answer, limit: maximumAnswerBytes),
-           Refusal(body: body) != nil {
+            Refusal(body: body) != nil
+        {
             return nil
         }
         return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try ServerDocument(body: bytes) }
@@ -139,7 +146,8 @@ package final class HTTPTransport: SyncTransport {
         let wait = min(timeout, Self.reachabilityTimeout)
         request.timeoutInterval = Self.seconds(wait)
         guard let answer = try? await send(request, timeout: wait), answer.statusCode == 200,
-              let body = try? Self.content(of: answer, limit: maximumAnswerBytes) else { return false }
+            let body = try? Self.content(of: answer, limit: maximumAnswerBytes)
+        else { return false }
         // A captive portal answers 200 too, with a page of its own.
         return HealthResponse(body: body) != nil
     }
@@ -178,8 +186,10 @@ package final class HTTPTransport: SyncTransport {
 
     /// A request for `path` (and `query`, already percent-encoded) under `serverURL`, with the
     /// headers every route shares.
-    private func makeRequest(method: String, path: String, query: String? = nil,
-                             withCredentials: Bool = true) throws(TransportFailure) -> URLRequest {
+    private func makeRequest(
+        method: String, path: String, query: String? = nil,
+        withCredentials: Bool = true
+    ) throws(TransportFailure) -> URLRequest {
         guard var components = URLComponents(url: serverURL, resolvingAgainstBaseURL: true) else {
             throw .unreachable("the server URL \(serverURL) cannot hold a route")
         }
@@ -213,9 +223,10 @@ package final class HTTPTransport: SyncTransport {
     /// came (the status is not looked at yet).
     private func send(_ request: URLRequest, timeout: Duration) async throws(TransportFailure) -> HTTPAnswer {
         guard let url = request.url else { throw .unreachable("the request has no URL") }
-        let exchangeRequest = HTTPExchangeRequest(method: request.httpMethod ?? "GET", url: url,
-                                                  headers: request.allHTTPHeaderFields ?? [:], body: request.httpBody,
-                                                  timeout: timeout)
+        let exchangeRequest = HTTPExchangeRequest(
+            method: request.httpMethod ?? "GET", url: url,
+            headers: request.allHTTPHeaderFields ?? [:], body: request.httpBody,
+            timeout: timeout)
         do {
             return try await exchange.send(exchangeRequest)
         } catch {

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Network)
-import Network
+    import Network
 #endif
 
 /// What the platform says about the app and the network, turned into engine events: the app
@@ -12,14 +13,14 @@ final class PlatformSignals: @unchecked Sendable {
     /// The notification the app framework posts when the app comes back to the foreground.
     /// UIKit's and AppKit's names, spelled out so this file needs neither framework.
     #if os(macOS)
-    static let foregroundNotification = Notification.Name("NSApplicationWillBecomeActiveNotification")
+        static let foregroundNotification = Notification.Name("NSApplicationWillBecomeActiveNotification")
     #else
-    static let foregroundNotification = Notification.Name("UIApplicationWillEnterForegroundNotification")
+        static let foregroundNotification = Notification.Name("UIApplicationWillEnterForegroundNotification")
     #endif
 
     private let foregroundObserver: ObserverToken
     #if canImport(Network)
-    private let pathMonitor: NWPathMonitor
+        private let pathMonitor: NWPathMonitor
     #endif
 
     /// Signals for the engine `engine` gives (the instance's current one; `nil` once it is gone).
@@ -30,15 +31,15 @@ final class PlatformSignals: @unchecked Sendable {
         }
         foregroundObserver = ObserverToken(token, center: notificationCenter)
         #if canImport(Network)
-        // Satisfied means some interface can route; the probe still decides whether the server
-        // answers. The first update only reports the path as it is at start.
-        pathMonitor = NWPathMonitor()
-        pathMonitor.pathUpdateHandler = { path in
-            guard let engine = engine() else { return }
-            let available = path.status == .satisfied
-            Task { await engine.networkChanged(available: available) }
-        }
-        pathMonitor.start(queue: DispatchQueue(label: "AbrovaSync.networkPath"))
+            // Satisfied means some interface can route; the probe still decides whether the server
+            // answers. The first update only reports the path as it is at start.
+            pathMonitor = NWPathMonitor()
+            pathMonitor.pathUpdateHandler = { path in
+                guard let engine = engine() else { return }
+                let available = path.status == .satisfied
+                Task { await engine.networkChanged(available: available) }
+            }
+            pathMonitor.start(queue: DispatchQueue(label: "AbrovaSync.networkPath"))
         #endif
     }
 
@@ -46,7 +47,7 @@ final class PlatformSignals: @unchecked Sendable {
     func cancel() {
         foregroundObserver.remove()
         #if canImport(Network)
-        pathMonitor.cancel()
+            pathMonitor.cancel()
         #endif
     }
 }

@@ -8,7 +8,8 @@ extension AbrovaSync {
     ///
     ///     try await cart.updateData(["qty.milk": 2, "items": .arrayUnion(["eggs"]), "coupon": .delete()])
     public enum FieldValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
-        ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
+        ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+    {
         /// Sets the field.
         case value(Value)
         /// Removes the field.
@@ -47,7 +48,9 @@ extension AbrovaSync {
         let sync: AbrovaSync
 
         /// The document with this id (it need not exist).
-        public func document(_ id: String) -> DocumentReference { DocumentReference(key: DocumentKey(collection: name, id: id), sync: sync) }
+        public func document(_ id: String) -> DocumentReference {
+            DocumentReference(key: DocumentKey(collection: name, id: id), sync: sync)
+        }
 
         /// A new document with an id made on the device (a UUID).
         public func document() -> DocumentReference { document(UUID().uuidString.lowercased()) }
@@ -90,8 +93,10 @@ extension AbrovaSync {
 
         /// Calls `listener` with the query's documents now and after every change, until the
         /// registration is removed.
-        public func addSnapshotListener(_ query: DocumentQuery? = nil,
-                                        _ listener: @escaping @Sendable ([DocumentSnapshot]) -> Void) async -> ListenerRegistration {
+        public func addSnapshotListener(
+            _ query: DocumentQuery? = nil,
+            _ listener: @escaping @Sendable ([DocumentSnapshot]) -> Void
+        ) async -> ListenerRegistration {
             let stream = await snapshots(query)
             return ListenerRegistration(Task { for await documents in stream { listener(documents) } })
         }
@@ -169,7 +174,8 @@ extension AbrovaSync {
             }
             let key = key
             return try await sync.write(key) { [assignments, removals, adds, removes] store, online in
-                try await store.write(.update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key, asWritten: online)
+                try await store.write(
+                    .update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key, asWritten: online)
             }
         }
 

@@ -89,7 +89,7 @@ struct SyncDecisions: Equatable {
             syncState = .error
             return isDisconnectedByApp ? [] : [.retryLater]
         case .runEnded(.anotherUser):
-            return []  // the engine stops: the instance moves to the token user's store
+            return [] // the engine stops: the instance moves to the token user's store
         case .runReachedServer:
             let wasUnreachable = isUnreachable
             isUnreachable = false

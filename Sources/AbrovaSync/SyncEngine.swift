@@ -176,8 +176,10 @@ actor SyncRunner {
     /// How many runs started, for tests of single-flight.
     private(set) var runsStarted = 0
 
-    init(store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig, events: SyncEvents = SyncEvents(),
-         tokenOfAnotherUser: @escaping @Sendable (String?) async -> Void = { _ in }) {
+    init(
+        store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig, events: SyncEvents = SyncEvents(),
+        tokenOfAnotherUser: @escaping @Sendable (String?) async -> Void = { _ in }
+    ) {
         self.store = store
         self.transport = transport
         self.configuration = configuration
@@ -311,7 +313,7 @@ actor SyncRunner {
         case .unreachable:
             handle(.runEnded(.unreachable))
         case .unauthorized, .failed, .anotherUser:
-            break  // told already, with the error (unauthorized(_:), fail(_:)), or moving to another store
+            break // told already, with the error (unauthorized(_:), fail(_:)), or moving to another store
         }
         // In one step with nothing awaited before: no write can come to wait on a run that has ended.
         current = nil
@@ -371,7 +373,7 @@ actor SyncRunner {
 
     /// Sends batches until nothing is unsent.
     private func pushAll(into result: inout RunResult, syncedCount: inout Int) async throws {
-        try await resolveKeptConflicts()  // left by a process that ended while its resolver decided
+        try await resolveKeptConflicts() // left by a process that ended while its resolver decided
         let configuration = configuration
         if batchLimits.needsAnnouncement, await store.unsentWriteCount > 0 {
             do {
@@ -381,9 +383,11 @@ actor SyncRunner {
             }
         }
         batchLimits.endSplit()
-        while let frozen = try await store.freezeBatch(maximumChanges: batchLimits.changes(configuration.maximumBatchChanges),
-                                                       maximumBytes: batchLimits.bytes,
-                                                       strategyOf: { configuration.strategy(for: $0.collection) }) {
+        while let frozen = try await store.freezeBatch(
+            maximumChanges: batchLimits.changes(configuration.maximumBatchChanges),
+            maximumBytes: batchLimits.bytes,
+            strategyOf: { configuration.strategy(for: $0.collection) })
+        {
             // The strategies were frozen with the batch: its body is the same at every retry.
             let strategy = frozen.batch.changes.first?.strategy ?? configuration.conflictStrategy
             let body = PushRequest(batch: frozen.batch, strategy: strategy).body
@@ -418,7 +422,9 @@ actor SyncRunner {
     }
 
     /// Settles one batch's answer and tells the app what became of each change.
-    private func settle(_ batch: Batch, rows: [Int64], answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int) async throws {
+    private func settle(_ batch: Batch, rows: [Int64], answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int)
+        async throws
+    {
         let report = try await store.settle(batch: batch.sequence, results: answer)
         runProgress.pushedChanges += batch.changes.count
         events.emit(.progress(runProgress))
@@ -430,9 +436,11 @@ actor SyncRunner {
             }
             newestRejections[change.key] = (reason, message)
         }
-        result.settled.append(SettledBatch(sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), newestRejections: newestRejections,
-                                           resent: report.resent, conflicts: report.conflicts.merging(report.unresolved, uniquingKeysWith: +),
-                                           rows: rows, results: answer, resentRows: report.resentRows))
+        result.settled.append(
+            SettledBatch(
+                sequence: batch.sequence, keys: Set(batch.changes.map(\.key)), newestRejections: newestRejections,
+                resent: report.resent, conflicts: report.conflicts.merging(report.unresolved, uniquingKeysWith: +),
+                rows: rows, results: answer, resentRows: report.resentRows))
         for (change, outcome) in zip(batch.changes, answer) {
             guard case .applied = outcome else { continue }
             syncedCount += 1
@@ -441,8 +449,11 @@ actor SyncRunner {
         }
         for rejection in report.rejections {
             let error = AbrovaSyncError(.refused, reason: rejection.reason, message: rejection.message)
-            events.emit(.documentRejected(DocumentRejection(documentId: rejection.key.id, collection: rejection.key.collection,
-                                                            operation: rejection.operation, error: error)))
+            events.emit(
+                .documentRejected(
+                    DocumentRejection(
+                        documentId: rejection.key.id, collection: rejection.key.collection,
+                        operation: rejection.operation, error: error)))
         }
         for (key, conflicts) in report.conflicts.sorted(by: { $0.key < $1.key }) {
             let server = try await store.document(key).data?.mapValue
@@ -454,8 +465,9 @@ actor SyncRunner {
         let kept = Dictionary(try await store.unresolvedConflicts().map { ($0.key, $0) }, uniquingKeysWith: { $1 })
         for (key, conflicts) in report.unresolved.sorted(by: { $0.key < $1.key }) {
             let server = try await store.document(key).data?.mapValue
-            let info = ConflictInfo(documentId: key.id, collection: key.collection, local: kept[key]?.local?.mapValue, server: server,
-                                    conflicts: conflicts)
+            let info = ConflictInfo(
+                documentId: key.id, collection: key.collection, local: kept[key]?.local?.mapValue, server: server,
+                conflicts: conflicts)
             events.emit(.conflictDetected(info))
         }
         if !report.unresolved.isEmpty { try await resolveKeptConflicts() }
@@ -474,8 +486,9 @@ actor SyncRunner {
             let key = conflict.key
             resolving.insert(key)
             let server = try await store.document(key).data?.mapValue
-            let info = ConflictInfo(documentId: key.id, collection: key.collection, local: conflict.local?.mapValue, server: server,
-                                    conflicts: conflict.conflicts)
+            let info = ConflictInfo(
+                documentId: key.id, collection: key.collection, local: conflict.local?.mapValue, server: server,
+                conflicts: conflict.conflicts)
             Task { [weak self] in
                 let resolution = await resolver(info)
                 await self?.write(resolution, of: key, local: info.local)
@@ -487,12 +500,13 @@ actor SyncRunner {
     /// stays kept, and the next run asks again.
     private func write(_ resolution: ConflictResolution, of key: DocumentKey, local: [String: Value]?) async {
         defer { resolving.remove(key) }
-        let operation: WriteOperation? = switch resolution {
-        case .useServer: nil
-        case .useLocal: local.map(WriteOperation.set) ?? .delete
-        case .use(let data): .set(data)
-        case .delete: .delete
-        }
+        let operation: WriteOperation? =
+            switch resolution {
+            case .useServer: nil
+            case .useLocal: local.map(WriteOperation.set) ?? .delete
+            case .use(let data): .set(data)
+            case .delete: .delete
+            }
         do {
             try await store.resolveConflict(key, with: operation)
         } catch {
@@ -623,7 +637,7 @@ actor SyncRunner {
     }
 
     private func probeSucceeded() {
-        probe?.cancel()  // a probe restarted by `probeNow` may still be running
+        probe?.cancel() // a probe restarted by `probeNow` may still be running
         probe = nil
         handle(.probeFoundServer)
     }
@@ -678,7 +692,7 @@ actor SyncRunner {
 
     /// Stops probing and lets a run in progress end (the instance ends the streams).
     func close() async {
-        handle(.close)  // no new runs, no probing
+        handle(.close) // no new runs, no probing
         retry?.cancel()
         retry = nil
         if let followUp { _ = await followUp.value }
@@ -694,8 +708,6 @@ extension SyncEngine.SyncListener {
     public func onDocumentSynced(documentId: String, operation: OperationType) {}
     public func onDocumentRejected(documentId: String, operation: OperationType, error: Error) {}
 }
-
-
 
 extension SyncRunner.RunResult {
     /// What the server answered to the change that held the write of `receipt`, if this run

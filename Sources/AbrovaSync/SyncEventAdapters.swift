@@ -157,15 +157,15 @@ extension AbrovaSync {
 // MARK: Combine
 
 #if canImport(Combine)
-import Combine
+    import Combine
 
-extension AbrovaSync {
-    /// The sync state as a Combine publisher (the seed's `syncStatePublisher`).
-    public var syncStatePublisher: AnyPublisher<SyncState, Never>? {
-        let subject = CurrentValueSubject<SyncState, Never>(syncState)
-        let states = syncStateChanges
-        let task = Task { for await state in states { subject.send(state) } }
-        return subject.handleEvents(receiveCancel: { task.cancel() }).eraseToAnyPublisher()
+    extension AbrovaSync {
+        /// The sync state as a Combine publisher (the seed's `syncStatePublisher`).
+        public var syncStatePublisher: AnyPublisher<SyncState, Never>? {
+            let subject = CurrentValueSubject<SyncState, Never>(syncState)
+            let states = syncStateChanges
+            let task = Task { for await state in states { subject.send(state) } }
+            return subject.handleEvents(receiveCancel: { task.cancel() }).eraseToAnyPublisher()
+        }
     }
-}
 #endif

@@ -40,8 +40,9 @@ final class SyncEvents: Sendable {
         let audience = state.withLock { state -> Audience? in
             guard state.latest.record(event) else { return nil }
             state.listeners = state.listeners.filter { $0.value.value != nil }
-            return Audience(subscribers: Array(state.subscribers.values), callbacks: state.callbacks,
-                            listeners: state.listeners.values.compactMap(\.value))
+            return Audience(
+                subscribers: Array(state.subscribers.values), callbacks: state.callbacks,
+                listeners: state.listeners.values.compactMap(\.value))
         }
         guard let audience else { return }
         for subscriber in audience.subscribers { subscriber.yield(event) }
@@ -55,8 +56,9 @@ final class SyncEvents: Sendable {
     func stream<Element: Sendable>(_ select: @escaping @Sendable (SyncEvent) -> Element?) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
         let id = UUID()
-        let subscriber = Subscriber(yield: { event in if let element = select(event) { continuation.yield(element) } },
-                                    finish: { continuation.finish() })
+        let subscriber = Subscriber(
+            yield: { event in if let element = select(event) { continuation.yield(element) } },
+            finish: { continuation.finish() })
         // Replayed under the lock, so that no newer event overtakes the state it replaces.
         state.withLock { state in
             state.subscribers[id] = subscriber

@@ -1,8 +1,9 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// `HTTPExchange` over URLSession, the one on Apple platforms.
 ///
@@ -35,8 +36,9 @@ final class URLSessionExchange: HTTPExchange {
     }
 
     func send(_ request: HTTPExchangeRequest) async throws(HTTPExchangeFailure) -> HTTPAnswer {
-        var urlRequest = URLRequest(url: request.url, cachePolicy: .reloadIgnoringLocalCacheData,
-                                    timeoutInterval: Self.seconds(request.timeout))
+        var urlRequest = URLRequest(
+            url: request.url, cachePolicy: .reloadIgnoringLocalCacheData,
+            timeoutInterval: Self.seconds(request.timeout))
         urlRequest.httpMethod = request.method
         urlRequest.httpShouldHandleCookies = false
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
@@ -60,18 +62,19 @@ final class URLSessionExchange: HTTPExchange {
     static func reason(for error: TransferDelegate.Failure, timeout: Duration) -> String {
         switch error {
         case .url(let error):
-            let what = switch error.code {
-            case .timedOut: "no answer within \(timeout)"
-            case .cancelled: "the request was cancelled"
-            case .cannotConnectToHost: "the connection was refused"
-            case .networkConnectionLost: "the connection was lost"
-            case .notConnectedToInternet: "there is no network"
-            case .cannotFindHost, .dnsLookupFailed: "the server's host name cannot be resolved"
-            case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-                 .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
-                "the secure connection failed"
-            default: "URL error \(error.code.rawValue)"
-            }
+            let what =
+                switch error.code {
+                case .timedOut: "no answer within \(timeout)"
+                case .cancelled: "the request was cancelled"
+                case .cannotConnectToHost: "the connection was refused"
+                case .networkConnectionLost: "the connection was lost"
+                case .notConnectedToInternet: "there is no network"
+                case .cannotFindHost, .dnsLookupFailed: "the server's host name cannot be resolved"
+                case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+                    .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
+                    "the secure connection failed"
+                default: "URL error \(error.code.rawValue)"
+                }
             guard error.code != .cancelled, error.code != .timedOut else { return what }
             // Linux's URLSession puts libcurl's sentence here; it names the host and the cause.
             let detail = (error.userInfo[NSLocalizedDescriptionKey] as? String).map { " (\($0))" } ?? ""
@@ -160,8 +163,10 @@ final class TransferDelegate: NSObject, URLSessionDataDelegate, Sendable {
         if isTooLarge { dataTask.cancel() }
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
         // Not followed: the redirect itself becomes the answer.
         completionHandler(nil)
     }
@@ -176,8 +181,10 @@ final class TransferDelegate: NSObject, URLSessionDataDelegate, Sendable {
                 for case (let name as String, let value as String) in response.allHeaderFields {
                     headers[name.lowercased()] = value
                 }
-                outcome = .answered(HTTPAnswer(statusCode: response.statusCode, headers: headers, body: Array(transfer.body),
-                                               exceedsLimit: transfer.exceedsLimit))
+                outcome = .answered(
+                    HTTPAnswer(
+                        statusCode: response.statusCode, headers: headers, body: Array(transfer.body),
+                        exceedsLimit: transfer.exceedsLimit))
             } else if let error = error as? URLError {
                 outcome = .failed(.url(error))
             } else if let error {

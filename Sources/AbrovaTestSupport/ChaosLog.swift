@@ -1,7 +1,8 @@
 import AbrovaCore
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The long-run convergence workload: what `abrova-chaos-client` writes and what the checker
@@ -88,8 +89,10 @@ public struct ChaosLogEntry: Hashable, Sendable {
     public var detail: String
 
     /// An entry; unused parts stay empty.
-    public init(_ event: Event, write: String = "", operation: Operation? = nil, collection: String = "", document: String = "",
-                field: String = "", value: String = "", detail: String = "") {
+    public init(
+        _ event: Event, write: String = "", operation: Operation? = nil, collection: String = "", document: String = "",
+        field: String = "", value: String = "", detail: String = ""
+    ) {
         self.event = event
         self.write = write
         self.operation = operation
@@ -103,7 +106,8 @@ public struct ChaosLogEntry: Hashable, Sendable {
     /// The entry as one line of canonical JSON.
     public var line: String {
         var fields: [String: Value] = ["e": .string(event.rawValue)]
-        for (name, part) in [("w", write), ("c", collection), ("d", document), ("f", field), ("v", value), ("x", detail)] where !part.isEmpty {
+        for (name, part) in [("w", write), ("c", collection), ("d", document), ("f", field), ("v", value), ("x", detail)]
+        where !part.isEmpty {
             fields[name] = .string(part)
         }
         if let operation { fields["op"] = .string(operation.rawValue) }
@@ -113,10 +117,12 @@ public struct ChaosLogEntry: Hashable, Sendable {
     /// Reads a line written by `line`; `nil` for anything else (a line cut short by a kill).
     public init?(line: some StringProtocol) {
         guard let value = try? Value(json: String(line)), case .map(let fields) = value,
-              let event = fields["e"]?.stringValue.flatMap(Event.init(rawValue:)) else { return nil }
+            let event = fields["e"]?.stringValue.flatMap(Event.init(rawValue:))
+        else { return nil }
         func part(_ name: String) -> String { fields[name]?.stringValue ?? "" }
-        self.init(event, write: part("w"), operation: fields["op"]?.stringValue.flatMap(Operation.init(rawValue:)), collection: part("c"),
-                  document: part("d"), field: part("f"), value: part("v"), detail: part("x"))
+        self.init(
+            event, write: part("w"), operation: fields["op"]?.stringValue.flatMap(Operation.init(rawValue:)), collection: part("c"),
+            document: part("d"), field: part("f"), value: part("v"), detail: part("x"))
     }
 
     /// Every entry of a log file, in order (a last line cut short by a kill is skipped).

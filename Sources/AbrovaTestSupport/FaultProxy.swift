@@ -1,8 +1,9 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A TCP proxy on loopback that injects network faults between a client and a server, for tests
 /// on kernels without netem. Point the client at `port`; the proxy forwards to the server and
@@ -148,7 +149,7 @@ public final class FaultProxy: Sendable {
                 // A client gone before it was accepted (a reset) is no reason to stop listening.
                 let error = errno
                 if [EINTR, ECONNABORTED, EPROTO].contains(error) && !state.withLock({ $0.isStopped }) { continue }
-                break  // stopped
+                break // stopped
             }
             Socket.setNoDelay(client)
             let (fault, stopped) = state.withLock { state in
@@ -321,7 +322,9 @@ private enum Socket {
         guard descriptor >= 0 else { throw RawHTTPConnection.Failure(description: "socket: errno \(errno)") }
         var address = loopback(port: port)
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard result == 0 else {
             let error = errno
@@ -393,7 +396,8 @@ private enum Socket {
     }
 
     private static func holdsHeadEnd(_ bytes: [UInt8]) -> Bool {
-        bytes.count >= 4 && (0...(bytes.count - 4)).contains { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 }
+        bytes.count >= 4
+            && (0...(bytes.count - 4)).contains { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 }
     }
 
     /// Makes the next close send a reset instead of an orderly end.

@@ -35,7 +35,7 @@ public struct InMemoryServer: Sendable {
             let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
             let isUncontested = state.isUncontested(by: delta)
             let next = version.next
-            version = next  // every change takes a version, applied or not
+            version = next // every change takes a version, applied or not
             do {
                 let report = try strategy.apply(delta, to: &state, version: next)
                 if strategy == .manual && !report.conflicts.isEmpty {

@@ -70,8 +70,9 @@ public enum Property {
             var choices = Choices(seed: seed)
             let input = generate(&choices)
             guard let message = await property(input) else { continue }
-            return await shrink(name: name, seed: seed, draws: choices.draws, message: message,
-                          generate: generate, property: property)
+            return await shrink(
+                name: name, seed: seed, draws: choices.draws, message: message,
+                generate: generate, property: property)
         }
         return nil
     }
@@ -161,8 +162,9 @@ public enum Property {
 
         var choices = Choices(replaying: best)
         let smallest = generate(&choices)
-        return Failure(name: name, seed: seed, smallestCase: String(describing: smallest),
-                       message: bestMessage, shrinkSteps: steps)
+        return Failure(
+            name: name, seed: seed, smallestCase: String(describing: smallest),
+            message: bestMessage, shrinkSteps: steps)
     }
 
     private struct Environment {

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An HTTP/1.1 client over a plain socket, for what URLSession will not send: lying headers,
@@ -30,9 +31,9 @@ public final class RawHTTPConnection {
     /// that small (the kernel doubles it), for a client that takes its answers slowly.
     public init(port: UInt16, receiveTimeoutSeconds: Int = 20, receiveBufferBytes: Int? = nil) throws {
         #if canImport(Glibc)
-        socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
-        socketDescriptor = socket(AF_INET, SOCK_STREAM, 0)
+            socketDescriptor = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard socketDescriptor >= 0 else { throw RawHTTPConnection.Failure(description: "socket: errno \(errno)") }
         var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
@@ -87,9 +88,9 @@ public final class RawHTTPConnection {
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes {
                 #if canImport(Glibc)
-                Glibc.send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                    Glibc.send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
                 #else
-                Darwin.send(socketDescriptor, $0.baseAddress, $0.count, 0)
+                    Darwin.send(socketDescriptor, $0.baseAddress, $0.count, 0)
                 #endif
             }
             guard sent > 0 else { throw RawHTTPConnection.Failure(description: "send: errno \(errno)") }
@@ -101,9 +102,9 @@ public final class RawHTTPConnection {
     /// sees the end of the stream.
     public func finishSending() {
         #if canImport(Glibc)
-        _ = shutdown(socketDescriptor, Int32(SHUT_WR))
+            _ = shutdown(socketDescriptor, Int32(SHUT_WR))
         #else
-        _ = shutdown(socketDescriptor, SHUT_WR)
+            _ = shutdown(socketDescriptor, SHUT_WR)
         #endif
     }
 
@@ -168,9 +169,8 @@ public final class RawHTTPConnection {
 
 private func closeDescriptor(_ descriptor: Int32) -> Int32 {
     #if canImport(Glibc)
-    Glibc.close(descriptor)
+        Glibc.close(descriptor)
     #else
-    Darwin.close(descriptor)
+        Darwin.close(descriptor)
     #endif
 }
-

@@ -52,14 +52,16 @@ public final class SpawnedProcess: Sendable {
 
     /// Starts `executable` (a path; no search of `PATH`) with `arguments` (after its own path as
     /// `argv[0]`) and exactly `environment`.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
-                standardInput: Stream = .inherit, standardOutput: Stream = .inherit, standardError: Stream = .inherit) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+        standardInput: Stream = .inherit, standardOutput: Stream = .inherit, standardError: Stream = .inherit
+    ) throws {
         #if canImport(Darwin)
-        var actions: posix_spawn_file_actions_t? = nil
-        var attributes: posix_spawnattr_t? = nil
+            var actions: posix_spawn_file_actions_t? = nil
+            var attributes: posix_spawnattr_t? = nil
         #else
-        var actions = posix_spawn_file_actions_t()
-        var attributes = posix_spawnattr_t()
+            var actions = posix_spawn_file_actions_t()
+            var attributes = posix_spawnattr_t()
         #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -96,9 +98,9 @@ public final class SpawnedProcess: Sendable {
         }
         var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
         #if canImport(Darwin)
-        flags |= POSIX_SPAWN_CLOEXEC_DEFAULT
+            flags |= POSIX_SPAWN_CLOEXEC_DEFAULT
         #else
-        guard let closeFrom, closeFrom(&actions, 3) == 0 else { throw SpawnFailed(executable: executable, error: ENOSYS) }
+            guard let closeFrom, closeFrom(&actions, 3) == 0 else { throw SpawnFailed(executable: executable, error: ENOSYS) }
         #endif
         // The calling thread may block signals (SIGCHLD, with which shells wait for their children)
         // or ignore them; the child starts afresh.
@@ -174,8 +176,8 @@ public final class SpawnedProcess: Sendable {
 }
 
 #if !canImport(Darwin)
-/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc module
-/// leaves out (it is a GNU extension): it closes every descriptor from the given one up in the child.
-private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-private let closeFrom: CloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map { unsafeBitCast($0, to: CloseFrom.self) }
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc module
+    /// leaves out (it is a GNU extension): it closes every descriptor from the given one up in the child.
+    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private let closeFrom: CloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map { unsafeBitCast($0, to: CloseFrom.self) }
 #endif

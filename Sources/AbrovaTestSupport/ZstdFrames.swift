@@ -21,8 +21,9 @@ public enum ZstdFrames {
         let isSingleSegment = descriptor & 0x20 != 0
         let dictionaryIDWidth = [0, 1, 2, 4][Int(descriptor & 0x03)]
         let contentSizeWidth = [isSingleSegment ? 1 : 0, 2, 4, 8][Int(descriptor >> 6)]
-        return Header(isSingleSegment: isSingleSegment, hasChecksum: descriptor & 0x04 != 0,
-                      contentSizeOffset: 5 + (isSingleSegment ? 0 : 1) + dictionaryIDWidth, contentSizeWidth: contentSizeWidth)
+        return Header(
+            isSingleSegment: isSingleSegment, hasChecksum: descriptor & 0x04 != 0,
+            contentSizeOffset: 5 + (isSingleSegment ? 0 : 1) + dictionaryIDWidth, contentSizeWidth: contentSizeWidth)
     }
 
     /// `frame` with its content size field rewritten to declare `size` (the field keeps its width):

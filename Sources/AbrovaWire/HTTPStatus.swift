@@ -56,8 +56,9 @@ extension Refusal {
     /// Reads an error answer's body; `nil` when it is not one.
     public init?(body: some Collection<UInt8>) {
         guard let value = try? Value(json: body), let parts = value.mapValue,
-              let status = parts["statusCode"]?.intValue, let message = parts["message"]?.stringValue,
-              (100...599).contains(status) else { return nil }
+            let status = parts["statusCode"]?.intValue, let message = parts["message"]?.stringValue,
+            (100...599).contains(status)
+        else { return nil }
         self.init(statusCode: Int(status), message: message)
     }
 }

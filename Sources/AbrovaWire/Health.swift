@@ -62,8 +62,10 @@ public struct HealthResponse: Hashable, Sendable {
             return Int(clamping: number)
         }
         if let changes = positive("maximumChanges"), let pushBytes = positive("maximumPushBytes"),
-           let pageSize = positive("maximumPageSize"), let pageBytes = positive("maximumPageBytes") {
-            limits = ServerLimits(maximumChanges: changes, maximumPushBytes: pushBytes, maximumPageSize: pageSize, maximumPageBytes: pageBytes)
+            let pageSize = positive("maximumPageSize"), let pageBytes = positive("maximumPageBytes")
+        {
+            limits = ServerLimits(
+                maximumChanges: changes, maximumPushBytes: pushBytes, maximumPageSize: pageSize, maximumPageBytes: pageBytes)
         } else {
             limits = nil
         }

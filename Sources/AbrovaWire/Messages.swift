@@ -119,9 +119,10 @@ public struct PushResponse: Hashable, Sendable {
             var results: [ChangeResult] = []
             while try reader.nextElement() {
                 guard try reader.beginObject(), try reader.nextKey() == "conflicts", try reader.beginArray(), !(try reader.nextElement()),
-                      try reader.nextKey() == "status", case .string("applied") = try reader.readValue(),
-                      try reader.nextKey() == "version", case .int(let number) = try reader.readValue(), number >= 0,
-                      try reader.nextKey() == nil else { return nil }
+                    try reader.nextKey() == "status", case .string("applied") = try reader.readValue(),
+                    try reader.nextKey() == "version", case .int(let number) = try reader.readValue(), number >= 0,
+                    try reader.nextKey() == nil
+                else { return nil }
                 results.append(.applied(version: Version(UInt64(number)), state: nil, conflicts: []))
             }
             guard try reader.nextKey() == nil else { return nil }
@@ -153,17 +154,24 @@ public struct PushResponse: Hashable, Sendable {
             let result = try fields(of: item, allowed: ["status", "version", "state", "conflicts", "statusCode", "message"], in: context)
             switch try string(result["status"], named: "\(context).status") {
             case "applied":
-                results.append(.applied(version: try Version(wire: result["version"], named: "\(context).version"),
-                                        state: try result["state"].map { value throws(Refusal) in try state(value, in: context) },
-                                        conflicts: try conflicts(result["conflicts"], in: context)))
+                results.append(
+                    .applied(
+                        version: try Version(wire: result["version"], named: "\(context).version"),
+                        state: try result["state"].map { value throws(Refusal) in try state(value, in: context) },
+                        conflicts: try conflicts(result["conflicts"], in: context)))
             case "conflict":
-                results.append(.unresolved(state: try state(result["state"], in: context),
-                                           conflicts: try conflicts(result["conflicts"], in: context)))
+                results.append(
+                    .unresolved(
+                        state: try state(result["state"], in: context),
+                        conflicts: try conflicts(result["conflicts"], in: context)))
             case "rejected":
                 guard case .int(let status)? = result["statusCode"], (400...599).contains(status) else {
                     throw Refusal.invalid("\(context).statusCode must be an HTTP error status")
                 }
-                results.append(.rejected(reason: Refusal.Reason(httpStatus: Int(status)), message: try string(result["message"], named: "\(context).message")))
+                results.append(
+                    .rejected(
+                        reason: Refusal.Reason(httpStatus: Int(status)), message: try string(result["message"], named: "\(context).message")
+                    ))
             case let other:
                 throw Refusal.invalid("\(context).status \"\(other)\" is not applied, conflict or rejected")
             }
@@ -191,8 +199,9 @@ public struct ServerDocument: Hashable, Sendable {
 
     init(wire value: Value, in context: String) throws(Refusal) {
         let parts = try fields(of: value, allowed: ["collection", "id", "version", "deleted", "state", "data"], in: context)
-        key = DocumentKey(collection: try string(parts["collection"], named: "\(context).collection"),
-                          id: try string(parts["id"], named: "\(context).id"))
+        key = DocumentKey(
+            collection: try string(parts["collection"], named: "\(context).collection"),
+            id: try string(parts["id"], named: "\(context).id"))
         version = try Version(wire: parts["version"], named: "\(context).version")
         state = try AbrovaWire.state(parts["state"], in: context)
     }
@@ -402,9 +411,11 @@ extension ServerDocument {
 ///
 /// - Throws: `Refusal` `.invalid`.
 public func checkClientID(_ clientID: String) throws(Refusal) {
-    let isValid = !clientID.isEmpty && clientID.utf8.count <= 128 && clientID.utf8.allSatisfy { byte in
-        (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || byte == 0x2D || byte == 0x5F
-    }
+    let isValid =
+        !clientID.isEmpty && clientID.utf8.count <= 128
+        && clientID.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || byte == 0x2D || byte == 0x5F
+        }
     guard isValid else { throw Refusal.invalid("clientId must be 1 to 128 ASCII letters, digits, - or _") }
 }
 

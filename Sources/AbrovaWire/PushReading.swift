@@ -164,8 +164,9 @@ private struct ChangeForm {
         }
         guard isObject else { throw Refusal.invalid("\(context()) must be a JSON object") }
         if let unknown = unknownKeys.first { throw unknownKeyError(unknown, allowed: PushRequest.changeKeys, in: context()) }
-        let key = DocumentKey(collection: try string(collection, named: "\(context()).collection"),
-                              id: try string(id, named: "\(context()).id"))
+        let key = DocumentKey(
+            collection: try string(collection, named: "\(context()).collection"),
+            id: try string(id, named: "\(context()).id"))
         do {
             try key.validate()
         } catch {

@@ -125,7 +125,9 @@ private final class DecompressionContext {
         handle = context
         let bounds = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax)
         guard let windowLog = Int32(exactly: maximumWindowLog), bounds.lowerBound...bounds.upperBound ~= windowLog else {
-            throw ZstdError(.internalFailure, message: "maximumWindowLog \(maximumWindowLog) is outside zstd's range \(bounds.lowerBound)...\(bounds.upperBound)")
+            throw ZstdError(
+                .internalFailure,
+                message: "maximumWindowLog \(maximumWindowLog) is outside zstd's range \(bounds.lowerBound)...\(bounds.upperBound)")
         }
         let result = ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, windowLog)
         guard ZSTD_isError(result) == 0 else { throw ZstdError(internal: result, doing: "setting the largest window") }
@@ -175,7 +177,9 @@ extension ZstdError {
         let name = String(cString: ZSTD_getErrorName(result))
         switch ZSTD_getErrorCode(result) {
         case ZSTD_error_frameParameter_windowTooLarge:
-            self.init(.windowTooLarge, message: "a frame needs a window larger than \(1 << maximumWindowLog) bytes (limit maximumWindowLog \(maximumWindowLog))")
+            self.init(
+                .windowTooLarge,
+                message: "a frame needs a window larger than \(1 << maximumWindowLog) bytes (limit maximumWindowLog \(maximumWindowLog))")
         case ZSTD_error_memory_allocation:
             self.init(.internalFailure, message: "zstd ran out of memory decompressing: \(name)")
         default:

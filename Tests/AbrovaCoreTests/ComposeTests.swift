@@ -8,8 +8,10 @@ import Testing
 
     func cart(items elements: [Value] = ["milk"]) throws -> DocumentState {
         var state = DocumentState()
-        state = try ConflictStrategy.serverWins.apply(try DocumentDelta.create(["qty": 1], base: .zero), to: state,
-                                                      version: Version(1)).state
+        state = try ConflictStrategy.serverWins.apply(
+            try DocumentDelta.create(["qty": 1], base: .zero), to: state,
+            version: Version(1)
+        ).state
         let add = try DocumentDelta.update(setAdd: [items: elements], base: state.version)
         return try ConflictStrategy.serverWins.apply(add, to: state, version: Version(2)).state
     }
@@ -30,8 +32,10 @@ import Testing
 
         // The server changed qty at 3; the device pulled version 5 and edited again.
         var server = try cart()
-        server = try ConflictStrategy.serverWins.apply(try DocumentDelta.update(set: [qty: 9], base: Version(2)),
-                                                       to: server, version: Version(3)).state
+        server = try ConflictStrategy.serverWins.apply(
+            try DocumentDelta.update(set: [qty: 9], base: Version(2)),
+            to: server, version: Version(3)
+        ).state
         let result = try ConflictStrategy.serverWins.apply(pending, to: server, version: Version(6))
         #expect(result.conflicts.map(\.path) == [qty])
         #expect(result.state.document?.mapValue?["qty"] == 9)
@@ -89,11 +93,14 @@ import Testing
 
 @Suite struct HarnessTests {
     @Test func aFailureIsShrunkToTheSmallestCaseAndNamesItsSeed() async {
-        let failure = await Property.check("no element reaches 10", cases: 200, generate: { choices in
-            (0..<choices.int(in: 0...20)).map { _ in choices.below(100) }
-        }, property: { list in
-            list.contains { $0 >= 10 } ? "found \(list.filter { $0 >= 10 })" : nil
-        })
+        let failure = await Property.check(
+            "no element reaches 10", cases: 200,
+            generate: { choices in
+                (0..<choices.int(in: 0...20)).map { _ in choices.below(100) }
+            },
+            property: { list in
+                list.contains { $0 >= 10 } ? "found \(list.filter { $0 >= 10 })" : nil
+            })
         #expect(failure?.smallestCase == "[10]")
         #expect(failure?.description.contains("ABROVA_PROPERTY_SEED=\(failure?.seed ?? 0)") == true)
     }

@@ -1,5 +1,6 @@
-@testable import AbrovaCore
 import Testing
+
+@testable import AbrovaCore
 
 @Suite struct DocumentJSONTests {
     /// Nested documents are written from their fields in canonical order: a name that is a prefix
@@ -14,7 +15,8 @@ import Testing
         state.applyLocally(try DocumentDelta.update(setAdd: [try FieldPath("s.t"): ["milk", "eggs"]], base: Version(2)), at: Version(3))
         let written = try #require(state.nestedDocumentJSON())
         #expect(String(decoding: written, as: UTF8.self) == state.document?.canonicalJSON)
-        #expect(state.documentJSON == #"{"a":{"x":0,"y":{"w":4,"z":3}},"a c":6,"a-c":2,"ab":1,"b":1,"c":{"d":5},"s":{"t":["eggs","milk"]}}"#)
+        #expect(
+            state.documentJSON == #"{"a":{"x":0,"y":{"w":4,"z":3}},"a c":6,"a-c":2,"ab":1,"b":1,"c":{"d":5},"s":{"t":["eggs","milk"]}}"#)
     }
 
     /// A name that is not ASCII is left to the `Value` tree, which makes canonically equivalent

@@ -27,10 +27,13 @@ import Testing
             let name = fixture[try FieldPath("name")]?.stringValue ?? "?"
             do {
                 let outcome = try FixtureCase(fixture).run()
-                #expect(outcome.document == outcome.expectedDocument,
-                        "\(file): \(name): document \(outcome.document?.description ?? "null"), expected \(outcome.expectedDocument?.description ?? "null")")
-                #expect(outcome.conflicts == outcome.expectedConflicts,
-                        "\(file): \(name): conflicts \(outcome.conflicts.sorted()), expected \(outcome.expectedConflicts.sorted())")
+                #expect(
+                    outcome.document == outcome.expectedDocument,
+                    "\(file): \(name): document \(outcome.document?.description ?? "null"), expected \(outcome.expectedDocument?.description ?? "null")"
+                )
+                #expect(
+                    outcome.conflicts == outcome.expectedConflicts,
+                    "\(file): \(name): conflicts \(outcome.conflicts.sorted()), expected \(outcome.expectedConflicts.sorted())")
             } catch {
                 Issue.record("\(file): \(name): \(error)")
             }
@@ -86,8 +89,9 @@ struct FixtureCase {
 
     /// Applies an operation made by someone who saw the latest state: it can never conflict.
     static func applyUncontested(_ operation: Value, to state: DocumentState) throws -> DocumentState {
-        let result = try ConflictStrategy.serverWins.apply(delta(for: operation, base: state.version), to: state,
-                                                           version: state.version.next)
+        let result = try ConflictStrategy.serverWins.apply(
+            delta(for: operation, base: state.version), to: state,
+            version: state.version.next)
         #expect(result.conflicts.isEmpty)
         return result.state
     }

@@ -24,12 +24,14 @@ enum Operation: CustomStringConvertible {
         switch self {
         case .create(let data): "create(\(Value.map(data)))"
         case .update(let set, let remove, let add, let removeElements):
-            "update(" + [
-                set.isEmpty ? nil : "set: " + set.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","),
-                remove.isEmpty ? nil : "unset: " + remove.map(\.dotted).sorted().joined(separator: ","),
-                add.isEmpty ? nil : "add: " + add.map { "\($0.key)+\($0.value)" }.sorted().joined(separator: ","),
-                removeElements.isEmpty ? nil : "remove: " + removeElements.map { "\($0.key)-\($0.value)" }.sorted().joined(separator: ","),
-            ].compactMap { $0 }.joined(separator: "; ") + ")"
+            "update("
+                + [
+                    set.isEmpty ? nil : "set: " + set.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","),
+                    remove.isEmpty ? nil : "unset: " + remove.map(\.dotted).sorted().joined(separator: ","),
+                    add.isEmpty ? nil : "add: " + add.map { "\($0.key)+\($0.value)" }.sorted().joined(separator: ","),
+                    removeElements.isEmpty
+                        ? nil : "remove: " + removeElements.map { "\($0.key)-\($0.value)" }.sorted().joined(separator: ","),
+                ].compactMap { $0 }.joined(separator: "; ") + ")"
         case .delete: "delete"
         }
     }

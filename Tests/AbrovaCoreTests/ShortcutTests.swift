@@ -1,6 +1,7 @@
-@testable import AbrovaCore
 import AbrovaTestSupport
 import Testing
+
+@testable import AbrovaCore
 
 /// The two shortcuts of the server join: a new document skips the conflict bookkeeping, and an
 /// uncontested change lets the push answer leave the state out for the client to compute. Both
@@ -22,7 +23,7 @@ import Testing
             let report = try join(&result)
             return .joined(result, report)
         } catch {
-            return result == state ? .refused(error.code) : .joined(result, JoinReport())  // a refusal must leave the state
+            return result == state ? .refused(error.code) : .joined(result, JoinReport()) // a refusal must leave the state
         }
     }
 
@@ -48,47 +49,53 @@ import Testing
     }
 
     @Test func aNewDocumentJoinsAsTheFullJoinWouldUnderEveryStrategy() async {
-        expectNoFailure(await Property.check("new document shortcut", generate: Self.newDocumentChange) { input in
-            let version = Version(7)
-            for strategy in ConflictStrategy.allCases {
-                let shortcut = Self.outcome({ (state: inout DocumentState) throws(ValueError) in
-                    try strategy.apply(input.delta, to: &state, version: version)
-                }, on: DocumentState())
-                let full = Self.outcome({ (state: inout DocumentState) throws(ValueError) in
-                    try strategy.applyInFull(input.delta, to: &state, version: version)
-                }, on: DocumentState())
-                if shortcut != full { return "\(strategy): the shortcut gave \(shortcut), the full join \(full)" }
-                if case .joined(let state, _) = full, state.version != (state.isPristine ? .zero : version) {
-                    return "\(strategy): the state's version is \(state.version)"
+        expectNoFailure(
+            await Property.check("new document shortcut", generate: Self.newDocumentChange) { input in
+                let version = Version(7)
+                for strategy in ConflictStrategy.allCases {
+                    let shortcut = Self.outcome(
+                        { (state: inout DocumentState) throws(ValueError) in
+                            try strategy.apply(input.delta, to: &state, version: version)
+                        }, on: DocumentState())
+                    let full = Self.outcome(
+                        { (state: inout DocumentState) throws(ValueError) in
+                            try strategy.applyInFull(input.delta, to: &state, version: version)
+                        }, on: DocumentState())
+                    if shortcut != full { return "\(strategy): the shortcut gave \(shortcut), the full join \(full)" }
+                    if case .joined(let state, _) = full, state.version != (state.isPristine ? .zero : version) {
+                        return "\(strategy): the state's version is \(state.version)"
+                    }
                 }
-            }
-            return nil
-        })
+                return nil
+            })
     }
 
     @Test func anUncontestedChangeJoinsAlikeUnderEveryStrategyAndAsTheClientComputesIt() async {
         var uncontested = 0
-        expectNoFailure(await Property.check("uncontested", generate: PropertyTests.oneEdit) { input in
-            let server = input.history.final
-            guard server.isUncontested(by: input.delta) else { return nil }
-            uncontested += 1
-            // The client's confirmed state is the snapshot it edited.
-            let confirmed = input.history.states[input.snapshot]
-            let version = server.version.next
-            let clientComputes = Self.outcome({ (state: inout DocumentState) throws(ValueError) in
-                try ConflictStrategy.merge.apply(input.delta, to: &state, version: version)
-            }, on: confirmed)
-            for strategy in ConflictStrategy.allCases {
-                let full = Self.outcome({ (state: inout DocumentState) throws(ValueError) in
-                    try strategy.applyInFull(input.delta, to: &state, version: version)
-                }, on: server)
-                if case .joined(_, let report) = full, !report.conflicts.isEmpty {
-                    return "\(strategy): an uncontested change reported \(report.conflicts)"
+        expectNoFailure(
+            await Property.check("uncontested", generate: PropertyTests.oneEdit) { input in
+                let server = input.history.final
+                guard server.isUncontested(by: input.delta) else { return nil }
+                uncontested += 1
+                // The client's confirmed state is the snapshot it edited.
+                let confirmed = input.history.states[input.snapshot]
+                let version = server.version.next
+                let clientComputes = Self.outcome(
+                    { (state: inout DocumentState) throws(ValueError) in
+                        try ConflictStrategy.merge.apply(input.delta, to: &state, version: version)
+                    }, on: confirmed)
+                for strategy in ConflictStrategy.allCases {
+                    let full = Self.outcome(
+                        { (state: inout DocumentState) throws(ValueError) in
+                            try strategy.applyInFull(input.delta, to: &state, version: version)
+                        }, on: server)
+                    if case .joined(_, let report) = full, !report.conflicts.isEmpty {
+                        return "\(strategy): an uncontested change reported \(report.conflicts)"
+                    }
+                    if full != clientComputes { return "\(strategy): the server has \(full), the client computes \(clientComputes)" }
                 }
-                if full != clientComputes { return "\(strategy): the server has \(full), the client computes \(clientComputes)" }
-            }
-            return nil
-        })
+                return nil
+            })
         #expect(uncontested > 100, "too few uncontested cases were generated: \(uncontested)")
     }
 }

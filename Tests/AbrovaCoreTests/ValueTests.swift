@@ -27,8 +27,9 @@ import Testing
         for value in values {
             #expect(try Value(json: value.canonicalJSON) == value, "\(value)")
         }
-        #expect(try Value(json: #" { "a" : [ 1 , 2.0e1 , "\u00e9\ud834\udd1e" ] } "#)
-            == ["a": [1, 20.0, "é𝄞"]])
+        #expect(
+            try Value(json: #" { "a" : [ 1 , 2.0e1 , "\u00e9\ud834\udd1e" ] } "#)
+                == ["a": [1, 20.0, "é𝄞"]])
     }
 
     @Test func theDirectParserKeepsIntegralDoublesApartFromIntegers() throws {
@@ -160,12 +161,15 @@ import Testing
             }
         }
         let pieces = ["a", "b", ".", ".", ";", "\t", "\"", "\u{301}", "é", "K", " ", "\u{7F}"]
-        let failure = await Property.check("paths checked as splitting would", generate: { choices in
-            (0..<choices.below(7)).map { _ in choices.element(of: pieces) }.joined()
-        }, property: { dotted in
-            let answer = Result { () throws(ValueError) in try FieldPath(dotted).dotted }
-            return answer == splitting(dotted) ? nil : "\(answer) != \(splitting(dotted))"
-        })
+        let failure = await Property.check(
+            "paths checked as splitting would",
+            generate: { choices in
+                (0..<choices.below(7)).map { _ in choices.element(of: pieces) }.joined()
+            },
+            property: { dotted in
+                let answer = Result { () throws(ValueError) in try FieldPath(dotted).dotted }
+                return answer == splitting(dotted) ? nil : "\(answer) != \(splitting(dotted))"
+            })
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }
 
@@ -180,8 +184,10 @@ import Testing
     @Test func documentsOverTheSizeLimitAreRefusedAndNothingIsApplied() throws {
         let half = String(repeating: "x", count: ValueLimits.maximumDocumentBytes / 2)
         var state = DocumentState()
-        state = try ConflictStrategy.serverWins.apply(try DocumentDelta.create(["a": .string(half)], base: .zero),
-                                                      to: state, version: Version(1)).state
+        state = try ConflictStrategy.serverWins.apply(
+            try DocumentDelta.create(["a": .string(half)], base: .zero),
+            to: state, version: Version(1)
+        ).state
         let tooBig = try DocumentDelta.update(set: [try FieldPath("b"): .string(half)], base: state.version)
         let refused = error { _ = try ConflictStrategy.serverWins.apply(tooBig, to: state, version: Version(2)) }
         #expect(refused?.code == .tooLarge)
@@ -200,13 +206,17 @@ import Testing
     }
 
     @Test func malformedEncodedStatesAndDeltasAreRefused() async {
-        let badStates: [Value] = [1, ["e": [2, 1]], ["e": [1, -1]], ["e": [1, 1], "f": ["a..b": [1, 1]]],
-                                  ["e": [1, 1], "f": ["a": [1, 2, 3]]], ["e": [1, 1], "f": ["a": [.double(.nan), 1]]]]
+        let badStates: [Value] = [
+            1, ["e": [2, 1]], ["e": [1, -1]], ["e": [1, 1], "f": ["a..b": [1, 1]]],
+            ["e": [1, 1], "f": ["a": [1, 2, 3]]], ["e": [1, 1], "f": ["a": [.double(.nan), 1]]],
+        ]
         for bad in badStates {
             #expect(throws: ValueError.self, "\(bad)") { try DocumentState(encoded: bad) }
         }
-        let badDeltas: [Value] = [1, ["assignments": ["a": [1]]], ["removals": ["": 1]],
-                                  ["setChanges": ["s": ["add": [1], "remove": [1], "base": 1]]], ["create": "x"]]
+        let badDeltas: [Value] = [
+            1, ["assignments": ["a": [1]]], ["removals": ["": 1]],
+            ["setChanges": ["s": ["add": [1], "remove": [1], "base": 1]]], ["create": "x"],
+        ]
         for bad in badDeltas {
             #expect(throws: ValueError.self, "\(bad)") { try DocumentDelta(encoded: bad) }
         }
@@ -218,8 +228,9 @@ import Testing
         var state = DocumentState()
         let create = try DocumentDelta.create(["title": "Cart", "address": ["city": "Oslo", "zip": 150]], base: .zero)
         state = try ConflictStrategy.serverWins.apply(create, to: state, version: Version(1)).state
-        let update = try DocumentDelta.update(set: [try FieldPath("address.city"): "Bergen"], remove: [try FieldPath("title")],
-                                              setAdd: [try FieldPath("items"): ["milk", 2]], base: state.version)
+        let update = try DocumentDelta.update(
+            set: [try FieldPath("address.city"): "Bergen"], remove: [try FieldPath("title")],
+            setAdd: [try FieldPath("items"): ["milk", 2]], base: state.version)
         state = try ConflictStrategy.serverWins.apply(update, to: state, version: Version(2)).state
         #expect(try DocumentState(encoded: state.encoded) == state)
         #expect(try DocumentState(encoded: Value(json: state.encoded.canonicalJSON)) == state)
@@ -232,28 +243,31 @@ import Testing
 
 @Suite struct CanonicalSizeTests {
     @Test func theCountedSizeIsTheEncodedSize() async {
-        let failure = await Property.check("canonicalByteCount", generate: { choices -> Value in
-            func make(_ depth: Int) -> Value {
-                switch choices.below(depth > 2 ? 6 : 8) {
-                case 0: return .null
-                case 1: return .bool(choices.below(2) == 1)
-                case 2: return .int(Int64(bitPattern: choices.next()) >> choices.below(64))
-                case 3: return .double(Double(Int64(bitPattern: choices.next()) >> 20) / Double(choices.int(in: 1...1000)))
-                case 4, 5:
-                    let alphabet: [Character] = ["a", "é", "\"", "\\", "\n", "\u{1}", "𝄞", " "]
-                    return .string(String((0..<choices.below(6)).map { _ in choices.element(of: alphabet) }))
-                case 6: return .array((0..<choices.below(4)).map { _ in make(depth + 1) })
-                default:
-                    var entries: [String: Value] = [:]
-                    for _ in 0..<choices.below(4) { entries[choices.element(of: ["k", "é", "q\"", ""])] = make(depth + 1) }
-                    return .map(entries)
+        let failure = await Property.check(
+            "canonicalByteCount",
+            generate: { choices -> Value in
+                func make(_ depth: Int) -> Value {
+                    switch choices.below(depth > 2 ? 6 : 8) {
+                    case 0: return .null
+                    case 1: return .bool(choices.below(2) == 1)
+                    case 2: return .int(Int64(bitPattern: choices.next()) >> choices.below(64))
+                    case 3: return .double(Double(Int64(bitPattern: choices.next()) >> 20) / Double(choices.int(in: 1...1000)))
+                    case 4, 5:
+                        let alphabet: [Character] = ["a", "é", "\"", "\\", "\n", "\u{1}", "𝄞", " "]
+                        return .string(String((0..<choices.below(6)).map { _ in choices.element(of: alphabet) }))
+                    case 6: return .array((0..<choices.below(4)).map { _ in make(depth + 1) })
+                    default:
+                        var entries: [String: Value] = [:]
+                        for _ in 0..<choices.below(4) { entries[choices.element(of: ["k", "é", "q\"", ""])] = make(depth + 1) }
+                        return .map(entries)
+                    }
                 }
-            }
-            return make(0)
-        }, property: { value in
-            value.canonicalByteCount == value.canonicalJSON.utf8.count
-                ? nil : "counted \(value.canonicalByteCount), encoded \(value.canonicalJSON.utf8.count)"
-        })
+                return make(0)
+            },
+            property: { value in
+                value.canonicalByteCount == value.canonicalJSON.utf8.count
+                    ? nil : "counted \(value.canonicalByteCount), encoded \(value.canonicalJSON.utf8.count)"
+            })
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }
 }

@@ -1,8 +1,9 @@
-@testable import AbrovaDemo
 import AbrovaSync
 import Foundation
 import Synchronization
 import Testing
+
+@testable import AbrovaDemo
 
 /// `abrova demo`'s story, run in-process as the command runs it.
 @Suite struct ShoppingCartDemoTests {
@@ -27,7 +28,8 @@ import Testing
         #expect(summary.serverCart == expected)
         #expect(summary.devicesAgree)
 
-        let outcomes = Dictionary(summary.conflicts.map { ($0.conflict.path.dotted, $0.conflict.outcome) }, uniquingKeysWith: { first, _ in first })
+        let outcomes = Dictionary(
+            summary.conflicts.map { ($0.conflict.path.dotted, $0.conflict.outcome) }, uniquingKeysWith: { first, _ in first })
         #expect(outcomes == ["items": .merged, "qty.bread": .serverWon])
         #expect(summary.conflicts.allSatisfy { $0.device == "Ben's laptop" && $0.documentId == "household" })
 
@@ -45,9 +47,13 @@ import Testing
     }
 
     @Test func everyFieldOfTheCartIsExplained() throws {
-        let conflicts = [ReportedConflict(device: "Ben's laptop", collection: "carts", documentId: "household",
-                                          conflict: Conflict(path: try FieldPath("qty.bread"), serverValue: 3, clientValue: nil,
-                                                             outcome: .serverWon))]
+        let conflicts = [
+            ReportedConflict(
+                device: "Ben's laptop", collection: "carts", documentId: "household",
+                conflict: Conflict(
+                    path: try FieldPath("qty.bread"), serverValue: 3, clientValue: nil,
+                    outcome: .serverWon))
+        ]
         let lines = ShoppingCartDemo.explanations(of: ["items": ["milk"], "qty": ["bread": 3, "milk": 2]], conflicts: conflicts)
         #expect(lines.count == 3)
         #expect(lines[0].hasPrefix("items = [\"milk\"]: no conflict"))

@@ -1,10 +1,11 @@
-@testable import AbrovaFuzzing
 import AbrovaCore
 import AbrovaHTTP
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 import Testing
+
+@testable import AbrovaFuzzing
 
 /// Every fuzz target (Sources/AbrovaFuzzing) fed its seeds and then seeded random mutations of
 /// them, in a few seconds each on a debug build. A failure prints the property's seed and the
@@ -17,8 +18,9 @@ import Testing
 
     @Test func theWireFixturesAreSeeds() {
         #expect(Self.fixtures.problem == nil)
-        #expect(Self.fixtures.pushBodies.count >= 60 && Self.fixtures.answerBodies.count >= 20,
-                "\(Self.fixtures.pushBodies.count) push bodies, \(Self.fixtures.answerBodies.count) answers")
+        #expect(
+            Self.fixtures.pushBodies.count >= 60 && Self.fixtures.answerBodies.count >= 20,
+            "\(Self.fixtures.pushBodies.count) push bodies, \(Self.fixtures.answerBodies.count) answers")
     }
 
     /// The seeds pass, and enough of them are valid that mutations start inside the grammar.
@@ -32,8 +34,11 @@ import Testing
         let accepted: Int
         switch name {
         case "push": accepted = target.seeds.count(where: { (try? PushRequest(body: $0)) != nil })
-        case "answers": accepted = target.seeds.count(where: { (try? PushResponse(body: $0)) != nil || (try? PullResponse(body: $0)) != nil
-                                                             || (try? ServerDocument(body: $0)) != nil })
+        case "answers":
+            accepted = target.seeds.count(where: {
+                (try? PushResponse(body: $0)) != nil || (try? PullResponse(body: $0)) != nil
+                    || (try? ServerDocument(body: $0)) != nil
+            })
         case "zstd": accepted = target.seeds.count(where: { (try? Zstd.decompress($0, limit: 1 << 20)) != nil })
         default: accepted = target.seeds.count(where: { FuzzedRequest($0).request.path.hasPrefix("/v1/") })
         }
@@ -46,14 +51,17 @@ import Testing
     func mutatedInputsHoldTheOracle(_ name: String, cases: Int) async throws {
         let target = try FuzzTargets.make(name, fixtures: Self.fixtures)
         let mutator = Mutator(corpus: target.seeds, dictionary: target.dictionary, maximumSize: Self.maximumSize)
-        let failure = await Property.check("fuzz \(name)", cases: cases, generate: { choices in
-            FuzzInput(bytes: mutator.input(using: &choices))
-        }, property: { input in
-            let start = ContinuousClock.now
-            if let problem = target.check(input.bytes) { return problem }
-            let took = ContinuousClock.now - start
-            return took > .seconds(5) ? "one input took \(took)" : nil
-        })
+        let failure = await Property.check(
+            "fuzz \(name)", cases: cases,
+            generate: { choices in
+                FuzzInput(bytes: mutator.input(using: &choices))
+            },
+            property: { input in
+                let start = ContinuousClock.now
+                if let problem = target.check(input.bytes) { return problem }
+                let took = ContinuousClock.now - start
+                return took > .seconds(5) ? "one input took \(took)" : nil
+            })
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
         #expect(target.checkStillWorks() == nil)
     }
@@ -97,7 +105,8 @@ import Testing
         for (name, response, request) in bad {
             #expect(target.problem(with: response, to: request) != nil, "\(name)")
         }
-        #expect(target.problem(with: .json(status: 200, Array(#"{"status":"ok"}"#.utf8)), to: health) != nil, "a health answer without limits")
+        #expect(
+            target.problem(with: .json(status: 200, Array(#"{"status":"ok"}"#.utf8)), to: health) != nil, "a health answer without limits")
         let limits = ServerLimits(maximumChanges: 16, maximumPushBytes: 1 << 20, maximumPageSize: 50, maximumPageBytes: 8 << 20)
         #expect(target.problem(with: .json(status: 200, HealthResponse(limits: limits).body), to: health) == nil)
         #expect(target.problem(with: .json(status: 404, Refusal(statusCode: 404, message: "no route").body), to: pull) == nil)

@@ -1,11 +1,12 @@
-@testable import AbrovaFuzzing
-@testable import AbrovaHTTP
 import AbrovaCore
 import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 import Testing
+
+@testable import AbrovaFuzzing
+@testable import AbrovaHTTP
 
 /// The sync server over real HTTP on loopback (libmicrohttpd, the handler, SQLite), fed seeded
 /// mutations of raw HTTP/1.1 requests: request lines, headers, lying Content-Lengths, chunked and
@@ -25,8 +26,9 @@ import Testing
     @Test func mutatedRawRequestsAreAnsweredBelow500OrClosed() throws {
         let live = try FuzzedLiveServer()
         let requests = try HTTPTarget(fixtures: WireCorpus.load()).seeds.map { FuzzedRequest($0).rawHTTP }
-        let mutator = Mutator(corpus: requests + FuzzedLiveServer.rawSeeds,
-                              dictionary: FuzzedLiveServer.rawDictionary, maximumSize: 64 << 10)
+        let mutator = Mutator(
+            corpus: requests + FuzzedLiveServer.rawSeeds,
+            dictionary: FuzzedLiveServer.rawDictionary, maximumSize: 64 << 10)
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["ABROVA_PROPERTY_BASE_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)
         let cases = environment["ABROVA_PROPERTY_CASES"].flatMap { Int($0) } ?? 500
@@ -56,9 +58,11 @@ final class FuzzedLiveServer: Sendable {
         let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
         let service = try SyncService(store: store, configuration: ServiceConfiguration(limits: HTTPTarget.wireLimits))
         let handler = SyncHTTPHandler(service: service, authenticator: DevelopmentAuthenticator(), limits: HTTPTarget.bodyLimits)
-        server = try HTTPServer(configuration: HTTPServerConfiguration(
-            port: 0, threadCount: 2, maximumBodyBytes: 256 << 10, maximumConcurrentRequests: 2 * Self.batchSize,
-            connectionTimeoutSeconds: 1, loopbackOnly: true)) { handler.handle($0) }
+        server = try HTTPServer(
+            configuration: HTTPServerConfiguration(
+                port: 0, threadCount: 2, maximumBodyBytes: 256 << 10, maximumConcurrentRequests: 2 * Self.batchSize,
+                connectionTimeoutSeconds: 1, loopbackOnly: true)
+        ) { handler.handle($0) }
     }
 
     deinit { server.shutdown() }
@@ -83,12 +87,13 @@ final class FuzzedLiveServer: Sendable {
     ].map { Array($0.utf8) }
 
     /// The words of HTTP/1.1 framing, and the HTTP target's words.
-    static let rawDictionary: [[UInt8]] = [
-        "\r\n", "\r\n\r\n", " HTTP/1.1", " HTTP/1.0", " HTTP/2.0", "Content-Length: ", "Content-Length: 99999999999999999999\r\n",
-        "Content-Length: -1\r\n", "Transfer-Encoding: chunked\r\n", "0\r\n\r\n", "ffffffffffffffff\r\n", "Expect: 100-continue\r\n",
-        "Connection: keep-alive\r\n", "Host: \r\n", ": ", "GET / HTTP/1.1\r\n\r\n", "Content-Encoding: zstd\r\n",
-        "Content-Length: 5\r\n", "Transfer-Encoding: gzip\r\n", "Authorization: Bearer ben\r\n",
-    ].map { Array($0.utf8) } + [[0x28, 0xB5, 0x2F, 0xFD]]
+    static let rawDictionary: [[UInt8]] =
+        [
+            "\r\n", "\r\n\r\n", " HTTP/1.1", " HTTP/1.0", " HTTP/2.0", "Content-Length: ", "Content-Length: 99999999999999999999\r\n",
+            "Content-Length: -1\r\n", "Transfer-Encoding: chunked\r\n", "0\r\n\r\n", "ffffffffffffffff\r\n", "Expect: 100-continue\r\n",
+            "Connection: keep-alive\r\n", "Host: \r\n", ": ", "GET / HTTP/1.1\r\n\r\n", "Content-Encoding: zstd\r\n",
+            "Content-Length: 5\r\n", "Transfer-Encoding: gzip\r\n", "Authorization: Bearer ben\r\n",
+        ].map { Array($0.utf8) } + [[0x28, 0xB5, 0x2F, 0xFD]]
 
     /// Requests sent at once before their answers are read.
     static let batchSize = 100
@@ -140,7 +145,9 @@ final class FuzzedLiveServer: Sendable {
     /// What is wrong with what a server sent on one connection: `nil` when every answer is below 500.
     static func problem(with stream: [UInt8]) -> String? {
         guard !stream.isEmpty else { return nil }
-        guard stream.starts(with: Array("HTTP/1.".utf8)) else { return "the answer is not HTTP: \(FuzzFinding.preview(Array(stream.prefix(300))))" }
+        guard stream.starts(with: Array("HTTP/1.".utf8)) else {
+            return "the answer is not HTTP: \(FuzzFinding.preview(Array(stream.prefix(300))))"
+        }
         for status in statuses(in: stream) where !(100...499).contains(status) {
             // libmicrohttpd answers a request line naming another HTTP version (HTTP/2.0) itself,
             // with the status HTTP defines for it, before any of the server's code runs.
@@ -165,8 +172,12 @@ final class FuzzedLiveServer: Sendable {
     /// A new client pushes a document and pulls it back, and no request is left in the server.
     func checkStillAnswers() throws {
         let key = DocumentKey(collection: "after", id: "fuzz")
-        let push = PushRequest(batch: Batch(clientID: "after-fuzz", sequence: 1, changes: [
-            BatchChange(key: key, delta: try .create(["n": 1], base: .zero), writes: 1)]), strategy: .merge)
+        let push = PushRequest(
+            batch: Batch(
+                clientID: "after-fuzz", sequence: 1,
+                changes: [
+                    BatchChange(key: key, delta: try .create(["n": 1], base: .zero), writes: 1)
+                ]), strategy: .merge)
         let pushed = try send("POST /v1/push", body: push.body)
         #expect(pushed.status == 200, "\(String(decoding: pushed.body, as: UTF8.self))")
         let pulled = try send("GET /v1/pull?collections=after")
@@ -176,13 +187,15 @@ final class FuzzedLiveServer: Sendable {
         while (server.requestsInFlight > 0 || server.liveRequestStates > 0) && ContinuousClock.now < deadline {
             usleep(10_000)
         }
-        #expect(server.requestsInFlight == 0 && server.liveRequestStates == 0,
-                "\(server.requestsInFlight) requests in flight, \(server.liveRequestStates) request states alive")
+        #expect(
+            server.requestsInFlight == 0 && server.liveRequestStates == 0,
+            "\(server.requestsInFlight) requests in flight, \(server.liveRequestStates) request states alive")
     }
 
     private func send(_ requestLine: String, body: [UInt8] = []) throws -> RawHTTPConnection.Response {
         let connection = try RawHTTPConnection(port: server.port, receiveTimeoutSeconds: Self.answerTimeoutSeconds)
-        let head = "\(requestLine) HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-API-Key: k\r\nAuthorization: Bearer after\r\nContent-Length: \(body.count)\r\n\r\n"
+        let head =
+            "\(requestLine) HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-API-Key: k\r\nAuthorization: Bearer after\r\nContent-Length: \(body.count)\r\n\r\n"
         try connection.send(Array(head.utf8) + body)
         return try connection.readResponse()
     }
@@ -201,7 +214,8 @@ struct StrictHead {
         guard !head.contains(where: { $0 == 0 || $0 >= 0x80 }) else { return nil }
         let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
         guard !lines.contains(where: { $0.contains("\n") || $0.contains("\r") }),
-              let requestLine = lines.first, Self.isRequestLine(requestLine) else { return nil }
+            let requestLine = lines.first, Self.isRequestLine(requestLine)
+        else { return nil }
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":"), Self.isToken(line[..<colon]) else { return nil }
             fields.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
@@ -223,8 +237,10 @@ struct StrictHead {
     }
 
     private static func isToken(_ text: Substring) -> Bool {
-        !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
-            ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar)
-        }
+        !text.isEmpty
+            && text.unicodeScalars.allSatisfy { scalar in
+                ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+                    || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar)
+            }
     }
 }

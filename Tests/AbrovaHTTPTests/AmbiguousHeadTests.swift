@@ -47,7 +47,8 @@ import Testing
     }
 
     @Test func twoAuthorizationHeadersAre400AndClose() throws {
-        let exchange = try Exchange("GET /v1/session HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ana\r\nAuthorization: Bearer ben\r\n\r\n" + Self.hidden)
+        let exchange = try Exchange(
+            "GET /v1/session HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ana\r\nAuthorization: Bearer ben\r\n\r\n" + Self.hidden)
         #expect(exchange.statuses == [400])
         #expect(exchange.errorMessage == "the authorization header is sent more than once")
         #expect(exchange.handled.isEmpty)
@@ -86,7 +87,8 @@ private struct Exchange {
             statuses += line.split(separator: " ").dropFirst().prefix(1).compactMap { Int($0) }
         }
         if let bodyStart = text.range(of: "\r\n\r\n")?.upperBound,
-           let error = try? JSONSerialization.jsonObject(with: Data(text[bodyStart...].utf8)) as? [String: Any] {
+            let error = try? JSONSerialization.jsonObject(with: Data(text[bodyStart...].utf8)) as? [String: Any]
+        {
             #expect(error["statusCode"] as? Int == statuses.first)
             errorMessage = error["message"] as? String
         }

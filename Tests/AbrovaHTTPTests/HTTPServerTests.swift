@@ -1,18 +1,18 @@
+import AbrovaTestSupport
 import Dispatch
 import Foundation
 import Synchronization
 import Testing
 
 @testable import AbrovaHTTP
-import AbrovaTestSupport
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 @Suite struct HTTPServerTests {
@@ -35,7 +35,8 @@ import Darwin
 
     @Test func postEchoesAMegabyteByteExact() async throws {
         let server = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true)) { request in
-            HTTPResponse(status: request.method == "POST" ? 200 : 405, headers: [("Content-Type", "application/octet-stream")], body: request.body)
+            HTTPResponse(
+                status: request.method == "POST" ? 200 : 405, headers: [("Content-Type", "application/octet-stream")], body: request.body)
         }
         let payload = (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7919 ^ $0 >> 11) }
         var request = URLRequest(url: server.url("/echo"))
@@ -86,7 +87,9 @@ import Darwin
         let raw = try connection.readResponse()
         #expect(raw.status == 413)
         #expect(raw.headers["content-type"] == "application/json")
-        #expect(String(decoding: raw.body, as: UTF8.self) == #"{"message":"the body holds more than 1000 bytes (limit maximumBodyBytes)","statusCode":413}"#)
+        #expect(
+            String(decoding: raw.body, as: UTF8.self)
+                == #"{"message":"the body holds more than 1000 bytes (limit maximumBodyBytes)","statusCode":413}"#)
 
         // A Content-Length past Int.max is over any limit.
         let huge = try RawHTTPConnection(port: server.port)
@@ -116,14 +119,16 @@ import Darwin
             recorder.record(request)
             return HTTPResponse(status: 200, body: Array("\(request.body.count)".utf8))
         }
-        let chunk = "190\r\n" + String(repeating: "x", count: 400) + "\r\n"  // 0x190 = 400 bytes
+        let chunk = "190\r\n" + String(repeating: "x", count: 400) + "\r\n" // 0x190 = 400 bytes
         let head = "POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
 
         let over = try RawHTTPConnection(port: server.port)
-        try over.send(head + chunk + chunk + chunk + "0\r\n\r\n")  // 1200 bytes
+        try over.send(head + chunk + chunk + chunk + "0\r\n\r\n") // 1200 bytes
         let refused = try over.readResponse()
         #expect(refused.status == 413)
-        #expect(String(decoding: refused.body, as: UTF8.self) == #"{"message":"the body holds more than 1000 bytes (limit maximumBodyBytes)","statusCode":413}"#)
+        #expect(
+            String(decoding: refused.body, as: UTF8.self)
+                == #"{"message":"the body holds more than 1000 bytes (limit maximumBodyBytes)","statusCode":413}"#)
 
         // Two chunks (800 bytes) stay under the limit and reach the handler.
         let under = try RawHTTPConnection(port: server.port)
@@ -158,7 +163,9 @@ import Darwin
         let (body, response) = try await fetch(URLRequest(url: server.url("/other")))
         #expect(response.statusCode == 429)
         #expect(response.value(forHTTPHeaderField: "Retry-After") == "1")
-        #expect(String(decoding: body, as: UTF8.self) == #"{"message":"too many requests at once: more than 1 (limit maximumConcurrentRequests)","statusCode":429}"#)
+        #expect(
+            String(decoding: body, as: UTF8.self)
+                == #"{"message":"too many requests at once: more than 1 (limit maximumConcurrentRequests)","statusCode":429}"#)
         #expect(recorder.requests.map(\.path) == ["/hold"])
 
         gate.release()
@@ -221,7 +228,7 @@ import Darwin
         #expect(recorder.requests.map(\.path) == ["/hold"])
         #expect(server.requestsInFlight == 0)
         #expect(server.liveRequestStates == 0)
-        server.shutdown()  // a second call does nothing
+        server.shutdown() // a second call does nothing
     }
 
     @Test func manyConcurrentRequestsAreAllAnswered() async throws {
@@ -235,7 +242,8 @@ import Darwin
                     var answers: [Int: String] = [:]
                     for index in stride(from: task, to: 200, by: 8) {
                         let (body, response) = try await fetch(URLRequest(url: server.url("/n?n=\(index)")), session: session)
-                        answers[index] = response.statusCode == 200 ? String(decoding: body, as: UTF8.self) : "status \(response.statusCode)"
+                        answers[index] =
+                            response.statusCode == 200 ? String(decoding: body, as: UTF8.self) : "status \(response.statusCode)"
                     }
                     return answers
                 }
@@ -272,11 +280,12 @@ import Darwin
         }
         let connections = try (0..<5).map { _ in try RawHTTPConnection(port: server.port) }
         for connection in connections {
-            try connection.send("POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "x", count: 100))
+            try connection.send(
+                "POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5000\r\n\r\n" + String(repeating: "x", count: 100))
         }
         try await waitUntil { server.liveRequestStates == 5 }
         #expect(server.requestsInFlight == 0, "an unfinished upload holds a request slot")
-        for connection in connections { connection.close() }  // each body unfinished
+        for connection in connections { connection.close() } // each body unfinished
         try await waitUntil { server.liveRequestStates == 0 && server.requestsInFlight == 0 }
         server.shutdown()
         #expect(server.liveRequestStates == 0)
@@ -307,7 +316,9 @@ import Darwin
         let first = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true)) { _ in HTTPResponse(status: 200) }
         #expect(first.port != 0)
         #expect(throws: HTTPServerError.self) {
-            _ = try HTTPServer(configuration: HTTPServerConfiguration(port: first.port, loopbackOnly: true)) { _ in HTTPResponse(status: 200) }
+            _ = try HTTPServer(configuration: HTTPServerConfiguration(port: first.port, loopbackOnly: true)) { _ in
+                HTTPResponse(status: 200)
+            }
         }
         #expect(throws: HTTPServerError.self) {
             _ = try HTTPServer(configuration: HTTPServerConfiguration(threadCount: 0)) { _ in HTTPResponse(status: 200) }
@@ -315,14 +326,14 @@ import Darwin
     }
 
     #if os(Linux)
-    @Test func loopbackOnlyDecidesTheBoundAddress() throws {
-        let loopback = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true)) { _ in HTTPResponse(status: 200) }
-        let everywhere = try HTTPServer(configuration: HTTPServerConfiguration()) { _ in HTTPResponse(status: 200) }
-        // As a set: /proc/net/tcp is read in pieces while other tests open sockets, so a line can
-        // come twice.
-        #expect(Set(try listeningAddresses(port: loopback.port)) == ["0100007F"])
-        #expect(Set(try listeningAddresses(port: everywhere.port)) == ["00000000"])
-    }
+        @Test func loopbackOnlyDecidesTheBoundAddress() throws {
+            let loopback = try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true)) { _ in HTTPResponse(status: 200) }
+            let everywhere = try HTTPServer(configuration: HTTPServerConfiguration()) { _ in HTTPResponse(status: 200) }
+            // As a set: /proc/net/tcp is read in pieces while other tests open sockets, so a line can
+            // come twice.
+            #expect(Set(try listeningAddresses(port: loopback.port)) == ["0100007F"])
+            #expect(Set(try listeningAddresses(port: everywhere.port)) == ["00000000"])
+        }
     #endif
 }
 

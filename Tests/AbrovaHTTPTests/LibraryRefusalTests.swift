@@ -27,9 +27,15 @@ import Testing
         ("GET /" + String(repeating: "a", count: 9_000) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414),
         ("GET /v1/pull?cursor=" + String(repeating: "c", count: 9_000) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414),
         ("GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " + String(repeating: "a", count: 40_000) + "\r\n\r\n", 431),
-        ("GET / HTTP/1.1\r\nHost: a\r\n" + String(repeating: "X-Same: " + String(repeating: "s", count: 100) + "\r\n", count: 300) + "\r\n", 431),
-        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n" + (0..<300).map { "X-\($0): " + String(repeating: "v", count: 120) + "\r\n" }.joined()
-         + "\r\n{}", 431),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\n" + String(repeating: "X-Same: " + String(repeating: "s", count: 100) + "\r\n", count: 300)
+                + "\r\n", 431
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n"
+                + (0..<300).map { "X-\($0): " + String(repeating: "v", count: 120) + "\r\n" }.joined()
+                + "\r\n{}", 431
+        ),
     ])
     func aHeadOverTheServersLimitsIsRefusedInJSONAndClosed(request: String, status: Int) throws {
         let answer = try Self.answer(to: request)
@@ -38,14 +44,16 @@ import Testing
     }
 
     @Test func aHeadWithinTheLimitsIsServed() throws {
-        let answer = try Self.answer(to: "GET /" + String(repeating: "a", count: 8_000) + " HTTP/1.1\r\nHost: a\r\nX-Pad: "
-                                     + String(repeating: "p", count: 30_000) + "\r\nConnection: close\r\n\r\n")
+        let answer = try Self.answer(
+            to: "GET /" + String(repeating: "a", count: 8_000) + " HTTP/1.1\r\nHost: a\r\nX-Pad: "
+                + String(repeating: "p", count: 30_000) + "\r\nConnection: close\r\n\r\n")
         #expect(answer.status == 200)
     }
 
     @Test func aChunkExtensionLargerThanTheReadBufferIsClosed() throws {
-        let answer = try Self.answer(to: "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2;"
-                                     + String(repeating: "x", count: 100_000) + "\r\n{}\r\n0\r\n\r\n")
+        let answer = try Self.answer(
+            to: "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2;"
+                + String(repeating: "x", count: 100_000) + "\r\n{}\r\n0\r\n\r\n")
         withKnownIssue("libmicrohttpd 0.9.75 answers 500 with its own HTML when a chunk line fills its read buffer") {
             #expect((400...499).contains(answer.status))
             #expect(answer.isJSONError)

@@ -32,10 +32,12 @@ import Testing
         #expect(Self.status { try authenticator.authenticate(apiKey: "k", bearerToken: "until") } == .caller(.user("ben")))
         #expect(Self.status { try authenticator.authenticate(apiKey: "k", bearerToken: "open") } == .caller(.user("cy")))
         now.update { $0 = Self.expiry }
-        #expect(Self.status { try authenticator.authenticate(apiKey: "k", bearerToken: "until") }
+        #expect(
+            Self.status { try authenticator.authenticate(apiKey: "k", bearerToken: "until") }
                 == .refused(401, "the bearer token has expired"))
         #expect(Self.status { try authenticator.authenticate(apiKey: "k", bearerToken: "plain") } == .caller(.user("ana")))
-        #expect(Self.status { try authenticator.authenticate(apiKey: "other", bearerToken: "plain") }
+        #expect(
+            Self.status { try authenticator.authenticate(apiKey: "other", bearerToken: "plain") }
                 == .refused(401, "a known API key is required (header X-API-Key)"))
         #expect(Self.status { try authenticator.authenticate(apiKey: "k", bearerToken: nil) } == .caller(.anonymous))
     }
@@ -53,8 +55,13 @@ import Testing
         #"{"apiKeys": ["k"]}"#,
     ])
     func aMalformedConfigurationIsRefusedInWordsThatDoNotShowTheToken(json: String) {
-        let error = #expect(throws: Refusal.self) { try ConfiguredAuthenticator(json: Array(json.replacingOccurrences(
-            of: "\"t\"", with: "\"secret-token-1234\"").utf8)) }
+        let error = #expect(throws: Refusal.self) {
+            try ConfiguredAuthenticator(
+                json: Array(
+                    json.replacingOccurrences(
+                        of: "\"t\"", with: "\"secret-token-1234\""
+                    ).utf8))
+        }
         #expect(error?.statusCode == 400)
         #expect(error?.message.hasPrefix("the auth configuration needs") == true, "\(String(describing: error))")
         #expect(error?.message.contains("secret-token-1234") == false)

@@ -13,10 +13,12 @@ import Testing
     static let nistVectors: [Vector] = [
         Vector(message: "", digest: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
         Vector(message: "abc", digest: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
-        Vector(message: "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-               digest: "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
-        Vector(message: "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
-               digest: "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"),
+        Vector(
+            message: "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+            digest: "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+        Vector(
+            message: "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+            digest: "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"),
     ]
 
     static let millionA = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
@@ -78,8 +80,9 @@ import Testing
                 pieces.append(piece)
                 offset += piece
             }
-            #expect(hasher.finalize() == SHA256.hash(message),
-                    "seed \(seed): \(length) bytes split into \(pieces)")
+            #expect(
+                hasher.finalize() == SHA256.hash(message),
+                "seed \(seed): \(length) bytes split into \(pieces)")
         }
     }
 
@@ -93,28 +96,36 @@ import Testing
     }
 
     static let rfc4231Vectors: [HMACVector] = [
-        HMACVector(name: "test case 1", key: [UInt8](repeating: 0x0b, count: 20), data: Array("Hi There".utf8),
-                   code: "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
-        HMACVector(name: "test case 2", key: Array("Jefe".utf8), data: Array("what do ya want for nothing?".utf8),
-                   code: "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
-        HMACVector(name: "test case 3", key: [UInt8](repeating: 0xaa, count: 20),
-                   data: [UInt8](repeating: 0xdd, count: 50),
-                   code: "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"),
-        HMACVector(name: "test case 4", key: Array(1...25), data: [UInt8](repeating: 0xcd, count: 50),
-                   code: "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"),
-        HMACVector(name: "test case 6", key: [UInt8](repeating: 0xaa, count: 131),
-                   data: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8),
-                   code: "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
-        HMACVector(name: "test case 7", key: [UInt8](repeating: 0xaa, count: 131),
-                   data: Array(("This is a test using a larger than block-size key and a larger than block-size data. "
-                       + "The key needs to be hashed before being used by the HMAC algorithm.").utf8),
-                   code: "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"),
+        HMACVector(
+            name: "test case 1", key: [UInt8](repeating: 0x0b, count: 20), data: Array("Hi There".utf8),
+            code: "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+        HMACVector(
+            name: "test case 2", key: Array("Jefe".utf8), data: Array("what do ya want for nothing?".utf8),
+            code: "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+        HMACVector(
+            name: "test case 3", key: [UInt8](repeating: 0xaa, count: 20),
+            data: [UInt8](repeating: 0xdd, count: 50),
+            code: "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"),
+        HMACVector(
+            name: "test case 4", key: Array(1...25), data: [UInt8](repeating: 0xcd, count: 50),
+            code: "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"),
+        HMACVector(
+            name: "test case 6", key: [UInt8](repeating: 0xaa, count: 131),
+            data: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8),
+            code: "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
+        HMACVector(
+            name: "test case 7", key: [UInt8](repeating: 0xaa, count: 131),
+            data: Array(
+                ("This is a test using a larger than block-size key and a larger than block-size data. "
+                    + "The key needs to be hashed before being used by the HMAC algorithm.").utf8),
+            code: "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"),
     ]
 
     @Test(arguments: rfc4231Vectors) func rfc4231CasesGiveTheirCodes(_ vector: HMACVector) {
         #expect(hex(HMACSHA256.authenticationCode(for: vector.data, key: vector.key)) == vector.code)
         // The same through non-array sequences.
-        #expect(hex(HMACSHA256.authenticationCode(for: vector.data.lazy.map { $0 }, key: vector.key[...]))
+        #expect(
+            hex(HMACSHA256.authenticationCode(for: vector.data.lazy.map { $0 }, key: vector.key[...]))
                 == vector.code)
     }
 
@@ -138,4 +149,3 @@ private func hex(_ bytes: [UInt8]) -> String {
     let digits = Array("0123456789abcdef")
     return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
 }
-

@@ -1,11 +1,12 @@
 import AbrovaCore
 import AbrovaHTTP
-@testable import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Dispatch
 import Foundation
 import Testing
+
+@testable import AbrovaServer
 
 /// The sync server over real HTTP on loopback, on a fresh store of one kind, with a raw HTTP client.
 final class LiveServer: Sendable {
@@ -13,9 +14,11 @@ final class LiveServer: Sendable {
     let server: HTTPServer
     static let apiKey = "test-key"
 
-    init(_ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), body: BodyLimits = BodyLimits(),
-         http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
-         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+    init(
+        _ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), body: BodyLimits = BodyLimits(),
+        http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
+        afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil, log: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws {
         fixture = try ServiceFixture(kind, rules: rules, limits: limits, afterPushCommit: afterPushCommit)
         let authenticator = ConfiguredAuthenticator(apiKeys: [Self.apiKey], tokens: ["token-ana": "ana", "token-ben": "ben"])
         let handler = SyncHTTPHandler(service: fixture.service, authenticator: authenticator, limits: body, log: log)
@@ -25,8 +28,10 @@ final class LiveServer: Sendable {
     deinit { server.shutdown() }
 
     /// Sends one request on a new connection and reads the answer, decompressing a zstd body.
-    func send(_ method: String, _ target: String, as user: String? = "ana", headers: [String: String] = [:],
-              body: [UInt8] = []) throws -> RawHTTPConnection.Response {
+    func send(
+        _ method: String, _ target: String, as user: String? = "ana", headers: [String: String] = [:],
+        body: [UInt8] = []
+    ) throws -> RawHTTPConnection.Response {
         let connection = try RawHTTPConnection(port: server.port)
         var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-API-Key: \(Self.apiKey)\r\n"
         if let user { head += "Authorization: Bearer token-\(user)\r\n" }
@@ -70,11 +75,20 @@ extension ServerSuites {
         @Test(arguments: StoreKind.available)
         func aCommitAnswered500IsRetriedAndTheChangeExistsExactlyOnce(kind: StoreKind) throws {
             let failNext = Locked(true)
-            let live = try LiveServer(kind, afterPushCommit: { _ in
-                if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
-            })
-            let request = makeRequest([(cart, try .create(["items": ["milk"]], base: .zero)),
-                                       (DocumentKey(collection: "carts", id: "c2"), try .create(["n": 1], base: .zero))], sequence: 1)
+            let live = try LiveServer(
+                kind,
+                afterPushCommit: { _ in
+                    if failNext.update({ flag in
+                        defer { flag = false }; return flag
+                    }) {
+                        throw CancellationError()
+                    }
+                })
+            let request = makeRequest(
+                [
+                    (cart, try .create(["items": ["milk"]], base: .zero)),
+                    (DocumentKey(collection: "carts", id: "c2"), try .create(["n": 1], base: .zero)),
+                ], sequence: 1)
             let failed = try live.push(request)
             #expect(failed.status == 500)
             let retried = try live.push(request)
@@ -84,19 +98,21 @@ extension ServerSuites {
             guard case .applied(let version, nil, _) = results[0] else { Issue.record("\(results)"); return }
             let documents = try live.pullAll()
             #expect(documents.count == 2 && documents[0].version == version && documents[0].state.document == ["items": ["milk"]])
-            #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(3))  // two changes, nothing more
+            #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(3)) // two changes, nothing more
         }
 
         @Test(arguments: StoreKind.available)
         func badInputIsAnswered4xxAndChangesNothing(kind: StoreKind) throws {
-            let live = try LiveServer(kind, limits: WireLimits(maximumChanges: 10),
-                                      body: BodyLimits(maximumDecompressedBytes: 1 << 20, maximumWindowLog: 22),
-                                      http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 256 << 10, loopbackOnly: true))
+            let live = try LiveServer(
+                kind, limits: WireLimits(maximumChanges: 10),
+                body: BodyLimits(maximumDecompressedBytes: 1 << 20, maximumWindowLog: 22),
+                http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 256 << 10, loopbackOnly: true))
             #expect(try live.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)).status == 200)
             let before = try live.pullAll()
 
             func push(_ text: String) -> [UInt8] { Array(text.utf8) }
-            let valid = #"{"batchSeq":2,"changes":[{"collection":"carts","delta":{"create":0,"assignments":{"n":[1,0]}},"id":"x"}],"clientId":"client-a","strategy":"merge"}"#
+            let valid =
+                #"{"batchSeq":2,"changes":[{"collection":"carts","delta":{"create":0,"assignments":{"n":[1,0]}},"id":"x"}],"clientId":"client-a","strategy":"merge"}"#
             func replacing(_ old: String, _ new: String) -> [UInt8] { Array(valid.replacingOccurrences(of: old, with: new).utf8) }
             var deep = "1"
             for _ in 0..<40 { deep = "[\(deep)]" }
@@ -118,8 +134,17 @@ extension ServerSuites {
                 ("zstd window too large", ["Content-Encoding": "zstd"], window, 400, "maximumWindowLog"),
                 ("unknown encoding", ["Content-Encoding": "br"], push(valid), 415, "br"),
                 ("oversized body", [:], Array(repeating: 0x20, count: 300 << 10), 413, "maximumBodyBytes"),
-                ("too many changes", [:], replacing(#""changes":[{"#, #""changes":[\#(String(repeating: #"{"collection":"carts","delta":{"create":0},"id":"y"},"#, count: 10)){"#), 413, "maximumChanges"),
-                ("SQL in a collection", [:], replacing(#""collection":"carts""#, #""collection":"carts'; DROP TABLE documents; --""#), 400, "collection"),
+                (
+                    "too many changes", [:],
+                    replacing(
+                        #""changes":[{"#,
+                        #""changes":[\#(String(repeating: #"{"collection":"carts","delta":{"create":0},"id":"y"},"#, count: 10)){"#), 413,
+                    "maximumChanges"
+                ),
+                (
+                    "SQL in a collection", [:], replacing(#""collection":"carts""#, #""collection":"carts'; DROP TABLE documents; --""#),
+                    400, "collection"
+                ),
                 ("SQL in an id", [:], replacing(#""id":"x""#, #""id":"x' OR '1'='1""#), 400, "id"),
                 ("SQL in a field name", [:], replacing(#""n":[1,0]"#, #""n'; DELETE FROM documents; --":[1,0]"#), 400, "field"),
                 ("server-owned version", [:], replacing(#""id":"x""#, #""id":"x","version":99"#), 400, "version"),
@@ -130,10 +155,12 @@ extension ServerSuites {
                 #expect(response.status == item.status, "\(item.name): \(response.status) \(response.message)")
                 #expect(response.message.contains(item.mentions), "\(item.name): \(response.message)")
             }
-            for (target, mentions) in [("/v1/pull?limit=-1", "limit"), ("/v1/pull?limit=99999999999999999999", "limit"),
-                                       ("/v1/pull?limit=ten", "limit"), ("/v1/pull?cursor=c1.AAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAA", "cursor"),
-                                       ("/v1/pull?collections=carts%27%3B%20DROP%20TABLE%20documents", "collection"),
-                                       ("/v1/docs/carts/x%27%20OR%20%271%27%3D%271", "id")] {
+            for (target, mentions) in [
+                ("/v1/pull?limit=-1", "limit"), ("/v1/pull?limit=99999999999999999999", "limit"),
+                ("/v1/pull?limit=ten", "limit"), ("/v1/pull?cursor=c1.AAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAA", "cursor"),
+                ("/v1/pull?collections=carts%27%3B%20DROP%20TABLE%20documents", "collection"),
+                ("/v1/docs/carts/x%27%20OR%20%271%27%3D%271", "id"),
+            ] {
                 let response = try live.send("GET", target)
                 #expect(response.status == 400 && response.message.contains(mentions), "\(target): \(response.status) \(response.message)")
             }
@@ -163,11 +190,15 @@ extension ServerSuites {
             // Hidden reads as missing: the same status and words as an id nobody used.
             let hidden = try live.send("GET", "/v1/docs/carts/c1", as: "ben")
             let none = try live.send("GET", "/v1/docs/carts/c2", as: "ben")
-            #expect(hidden.status == 404 && String(decoding: hidden.body, as: UTF8.self) == String(decoding: none.body, as: UTF8.self)
-                .replacingOccurrences(of: "carts/c2", with: "carts/c1"))
+            #expect(
+                hidden.status == 404
+                    && String(decoding: hidden.body, as: UTF8.self)
+                        == String(decoding: none.body, as: UTF8.self)
+                        .replacingOccurrences(of: "carts/c2", with: "carts/c1")
+            )
             #expect(try live.pullAll(as: "ben").isEmpty)
             let raw = try live.send("GET", "/v1/pull", as: "ben")
-            #expect(raw.status == 200 && !String(decoding: raw.body, as: UTF8.self).contains("carts"))  // not even the id
+            #expect(raw.status == 200 && !String(decoding: raw.body, as: UTF8.self).contains("carts")) // not even the id
             // Ben replays Ana's batch, or writes under her client id: his own client of that id,
             // whose writes the rules refuse as they would under any id.
             let replay = try live.push(anasBatch, as: "ben")
@@ -175,8 +206,9 @@ extension ServerSuites {
                 Issue.record("\(String(decoding: replay.body, as: UTF8.self))")
                 return
             }
-            let bens = makeRequest([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ana-phone", sequence: 2,
-                                   strategy: .clientWins)
+            let bens = makeRequest(
+                [(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], client: "ana-phone", sequence: 2,
+                strategy: .clientWins)
             let results = try PushResponse(body: try live.push(bens, as: "ben").body).results
             guard case .rejected(.notFound, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
             let document = try ServerDocument(body: try live.send("GET", "/v1/docs/carts/c1").body)
@@ -189,13 +221,14 @@ extension ServerSuites {
             let items: [Value] = (0..<200).map { .string("item number \($0)") }
             let request = makeRequest([(cart, try .create(["items": .array(items)], base: .zero))], sequence: 1)
             let compressed = try Zstd.compress(request.body)
-            let response = try live.send("POST", "/v1/push", headers: ["Content-Encoding": "zstd", "Accept-Encoding": "gzip, zstd"],
-                                         body: compressed)
+            let response = try live.send(
+                "POST", "/v1/push", headers: ["Content-Encoding": "zstd", "Accept-Encoding": "gzip, zstd"],
+                body: compressed)
             #expect(response.status == 200)
             #expect(compressed.count < request.body.count / 3)
             let packed = try live.send("GET", "/v1/docs/carts/c1", headers: ["Accept-Encoding": "gzip, zstd"])
             #expect(packed.headers["content-encoding"] == "zstd")
-            #expect(try ServerDocument(body: packed.body).state.document == ["items": .array(items)])  // send() decompressed it
+            #expect(try ServerDocument(body: packed.body).state.document == ["items": .array(items)]) // send() decompressed it
             let plain = try live.send("GET", "/v1/docs/carts/c1")
             #expect(plain.headers["content-encoding"] == nil)
             #expect(try ServerDocument(body: plain.body).state.document == ["items": .array(items)])
@@ -205,11 +238,12 @@ extension ServerSuites {
         func anOverloadedServerAnswers429WithRetryAfter(kind: StoreKind) async throws {
             let gate = DispatchSemaphore(value: 0)
             let entered = Locked(false)
-            let live = try LiveServer(kind, http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
-                                      afterPushCommit: { _ in
-                                          entered.update { $0 = true }
-                                          _ = gate.wait(timeout: .now() + 30)  // a server thread, not a task's
-                                      })
+            let live = try LiveServer(
+                kind, http: HTTPServerConfiguration(port: 0, maximumConcurrentRequests: 1, loopbackOnly: true),
+                afterPushCommit: { _ in
+                    entered.update { $0 = true }
+                    _ = gate.wait(timeout: .now() + 30) // a server thread, not a task's
+                })
             let request = makeRequest([(cart, try .create(["n": 1], base: .zero))], sequence: 1)
             let held = Task { try await onNewThread { try live.push(request) } }
             let deadline = ContinuousClock.now + .seconds(30)
@@ -223,50 +257,60 @@ extension ServerSuites {
         @Test(arguments: StoreKind.available)
         func concurrentPushersGetUniqueVersionsInCommitOrderAndAConcurrentPullerMissesNothing(kind: StoreKind) async throws {
             let live = try LiveServer(kind)
-            let shared = try (0..<3).map { (DocumentKey(collection: "carts", id: "shared\($0)"), try DocumentDelta.create(["title": "shared"], base: .zero)) }
+            let shared = try (0..<3).map {
+                (DocumentKey(collection: "carts", id: "shared\($0)"), try DocumentDelta.create(["title": "shared"], base: .zero))
+            }
             #expect(try live.push(makeRequest(shared, client: "creator", sequence: 1)).status == 200)
             let isQuiet = Locked(false)
             let clients = 4
             let batches = 15
             let pusherTasks = (0..<clients).map { client in
-                Task { try await onNewThread {
-                    var versions: [Version] = []
-                    for sequence in 1...batches {
-                        let changes = try (0..<3).map { index in
-                            // Documents shared between clients are changed again and again.
-                            (DocumentKey(collection: "carts", id: "shared\(index)"),
-                             try DocumentDelta.update(setAdd: [path("items"): [.string("c\(client)-\(sequence)")]], base: .zero))
+                Task {
+                    try await onNewThread {
+                        var versions: [Version] = []
+                        for sequence in 1...batches {
+                            let changes = try (0..<3).map { index in
+                                // Documents shared between clients are changed again and again.
+                                (
+                                    DocumentKey(collection: "carts", id: "shared\(index)"),
+                                    try DocumentDelta.update(setAdd: [path("items"): [.string("c\(client)-\(sequence)")]], base: .zero)
+                                )
+                            }
+                            let response = try live.push(makeRequest(changes, client: "client-\(client)", sequence: Int64(sequence)))
+                            for case .applied(let version, _, _) in try PushResponse(body: response.body).results {
+                                versions.append(version)
+                            }
                         }
-                        let response = try live.push(makeRequest(changes, client: "client-\(client)", sequence: Int64(sequence)))
-                        for case .applied(let version, _, _) in try PushResponse(body: response.body).results { versions.append(version) }
-                    }
-                    return versions
-                } }
-            }
-            // The puller follows the cursor while the pushers run; what it ends with must be the final state.
-            let puller = Task { try await onNewThread {
-                var seen: [DocumentKey: ServerDocument] = [:]
-                var cursor = ""
-                var lastVersion = Version.zero
-                var rounds = 0
-                while true {
-                    // Read before the pull: only a pull sent after the last push was answered must see it.
-                    let wasQuiet = isQuiet.value
-                    let response = try live.send("GET", "/v1/pull?limit=2&cursor=\(cursor)")
-                    let page = try PullResponse(body: response.body)
-                    for document in page.documents {
-                        #expect(document.version > lastVersion, "versions go up within and across pages")
-                        lastVersion = document.version
-                        seen[document.key] = document
-                    }
-                    cursor = page.cursor
-                    rounds += 1
-                    if !page.hasMore {
-                        if wasQuiet { return (seen, rounds) }
-                        Thread.sleep(forTimeInterval: 0.002)
+                        return versions
                     }
                 }
-            } }
+            }
+            // The puller follows the cursor while the pushers run; what it ends with must be the final state.
+            let puller = Task {
+                try await onNewThread {
+                    var seen: [DocumentKey: ServerDocument] = [:]
+                    var cursor = ""
+                    var lastVersion = Version.zero
+                    var rounds = 0
+                    while true {
+                        // Read before the pull: only a pull sent after the last push was answered must see it.
+                        let wasQuiet = isQuiet.value
+                        let response = try live.send("GET", "/v1/pull?limit=2&cursor=\(cursor)")
+                        let page = try PullResponse(body: response.body)
+                        for document in page.documents {
+                            #expect(document.version > lastVersion, "versions go up within and across pages")
+                            lastVersion = document.version
+                            seen[document.key] = document
+                        }
+                        cursor = page.cursor
+                        rounds += 1
+                        if !page.hasMore {
+                            if wasQuiet { return (seen, rounds) }
+                            Thread.sleep(forTimeInterval: 0.002)
+                        }
+                    }
+                }
+            }
             var all: [Version] = []
             for task in pusherTasks { all += try await task.value }
             isQuiet.update { $0 = true }
@@ -293,9 +337,11 @@ extension ServerSuites {
         @Test func aDevelopmentCallerIsLoggedEscaped() throws {
             let lines = Locked<[String]>([])
             let fixture = try ServiceFixture(.sqlite)
-            let handler = SyncHTTPHandler(service: fixture.service, authenticator: DevelopmentAuthenticator(),
-                                          log: { line in lines.update { $0.append(line) } })
-            let response = handler.handle(HTTPRequest(path: "/v1/session", headers: ["x-api-key": "k", "authorization": "Bearer ana\u{1b}[2J\u{9b}\n"]))
+            let handler = SyncHTTPHandler(
+                service: fixture.service, authenticator: DevelopmentAuthenticator(),
+                log: { line in lines.update { $0.append(line) } })
+            let response = handler.handle(
+                HTTPRequest(path: "/v1/session", headers: ["x-api-key": "k", "authorization": "Bearer ana\u{1b}[2J\u{9b}\n"]))
             #expect(response.status == 200)
             let line = try #require(lines.value.first)
             #expect(line.hasSuffix(#"caller=ana\x1b[2J\u{9b}\x0a"#), "\(line)")

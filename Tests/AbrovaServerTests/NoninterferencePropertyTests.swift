@@ -1,9 +1,10 @@
 import AbrovaCore
-@testable import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 import Testing
+
+@testable import AbrovaServer
 
 /// Issue 15's security property, as noninterference: two servers with the same random rules get
 /// the same requests, except that Ana writes different things to documents Ben may never read.
@@ -49,8 +50,10 @@ import Testing
             case .create: try .create(["n": .int(Int64(n)), "items": [.string("e\(n % 3)")]], base: .zero)
             case .update: try .update(set: [path("n"): .int(Int64(n))], base: .zero)
             case .delete: .delete(base: .zero)
-            case .pad: try .update(set: [path("pad"): .string(String(repeating: "p", count: ValueLimits.maximumDocumentBytes - 150 - n))],
-                                   setAdd: [path("items"): [.string("e\(n % 3)")]], base: .zero)
+            case .pad:
+                try .update(
+                    set: [path("pad"): .string(String(repeating: "p", count: ValueLimits.maximumDocumentBytes - 150 - n))],
+                    setAdd: [path("items"): [.string("e\(n % 3)")]], base: .zero)
             case .setAdd: try .update(setAdd: [path("items"): [.string("e\(n % 3)")]], base: .zero)
             case .setRemove: try .update(setRemove: [path("items"): [.string("e\(n % 3)")]], base: .zero)
             }
@@ -74,7 +77,9 @@ import Testing
         func bens(_ id: String) -> String { isPrefixed ? "ben:\(id.split(separator: ":").last!)" : "ben-\(id)" }
         func write(_ collection: String, _ choices: inout Choices, benMayWrite: Bool) -> Write {
             // A pad is Ben's probe of sizes; where he may write, a refusal for size is the accepted leak.
-            let kinds: [Write.Kind] = benMayWrite ? [.create, .update, .delete, .setAdd, .setRemove]
+            let kinds: [Write.Kind] =
+                benMayWrite
+                ? [.create, .update, .delete, .setAdd, .setRemove]
                 : [.create, .update, .delete, .pad, .setAdd, .setRemove]
             return Write(collection: collection, id: choices.element(of: ids), kind: choices.element(of: kinds), n: choices.below(100))
         }
@@ -84,9 +89,12 @@ import Testing
             case 0, 1:
                 let first = write("private", &choices, benMayWrite: false)
                 let second = write("private", &choices, benMayWrite: false)
-                steps.append(.secret(first: Write(collection: "private", id: first.id, kind: first.kind == .pad ? .update : first.kind, n: first.n),
-                                     second: Write(collection: "private", id: second.id, kind: second.kind == .pad ? .update : second.kind,
-                                                   n: second.n)))
+                steps.append(
+                    .secret(
+                        first: Write(collection: "private", id: first.id, kind: first.kind == .pad ? .update : first.kind, n: first.n),
+                        second: Write(
+                            collection: "private", id: second.id, kind: second.kind == .pad ? .update : second.kind,
+                            n: second.n)))
             case 2:
                 let collection = choices.element(of: ["private", "shared"])
                 let benMayWrite = collection == "shared" || privateWrite == .authenticated
@@ -95,7 +103,8 @@ import Testing
                 // Ana's documents, he writes his own only (see above). In Ana's namespace of a
                 // collection only owners write, he tries anything, and half the time his own ids.
                 let mayProbe = isPrefixed && privateWrite == .owner
-                if collection == "private" && (mayProbe ? choices.below(2) == 0 : change.kind == .create || privateWrite == .authenticated) {
+                if collection == "private" && (mayProbe ? choices.below(2) == 0 : change.kind == .create || privateWrite == .authenticated)
+                {
                     change.id = bens(change.id)
                 }
                 steps.append(.push(change, choices.element(of: [.serverWins, .clientWins, .merge])))
@@ -116,13 +125,15 @@ import Testing
             // Ana writes as the owner of every private document, whatever the rules let users do
             // (as an admin tool would where nobody may write).
             let anas = try SyncService(store: fixture.test.store, rules: RuleBook(collections: ["private": PresetRules.ownerOnly]))
-            let request = makeRequest([(DocumentKey(collection: first.collection, id: first.id), try first.delta())], client: "ana",
-                                      sequence: sequence)
+            let request = makeRequest(
+                [(DocumentKey(collection: first.collection, id: first.id), try first.delta())], client: "ana",
+                sequence: sequence)
             _ = try? anas.push(request, caller: .user("ana"))
             return ""
         case .push(let write, let strategy):
-            let request = makeRequest([(DocumentKey(collection: write.collection, id: write.id), try write.delta())], client: "ben",
-                                      sequence: sequence, strategy: strategy)
+            let request = makeRequest(
+                [(DocumentKey(collection: write.collection, id: write.id), try write.delta())], client: "ben",
+                sequence: sequence, strategy: strategy)
             do {
                 return String(decoding: try fixture.service.push(request, caller: .user("ben")), as: UTF8.self)
             } catch {
@@ -130,8 +141,9 @@ import Testing
             }
         case .read(let collection, let id):
             do {
-                return String(decoding: try fixture.service.document(DocumentKey(collection: collection, id: id), caller: .user("ben")).body,
-                              as: UTF8.self)
+                return String(
+                    decoding: try fixture.service.document(DocumentKey(collection: collection, id: id), caller: .user("ben")).body,
+                    as: UTF8.self)
             } catch {
                 return "refused \(error.statusCode): \(error.message)"
             }
@@ -172,7 +184,9 @@ import Testing
             let inFirst = try benSees(step, on: first, sequence: sequence)
             let otherStep: Step = if case .secret(_, let other) = step { .secret(first: other, second: other) } else { step }
             let inSecond = try benSees(otherStep, on: second, sequence: sequence)
-            if inFirst != inSecond { return "step \(index) (\(step)): ben sees\n  \(inFirst.prefix(600))\nagainst\n  \(inSecond.prefix(600))" }
+            if inFirst != inSecond {
+                return "step \(index) (\(step)): ben sees\n  \(inFirst.prefix(600))\nagainst\n  \(inSecond.prefix(600))"
+            }
         }
         return nil
     }

@@ -1,11 +1,12 @@
 import AbrovaCore
 import AbrovaPostgres
-@testable import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Dispatch
 import Foundation
 import Testing
+
+@testable import AbrovaServer
 
 extension ServerSuites {
     /// What every server store promises, run against each store.
@@ -20,8 +21,10 @@ extension ServerSuites {
 
         /// Joins `delta` into the stored document at a new version, in one write, as a push does.
         @discardableResult
-        func save(_ delta: DocumentDelta, to key: DocumentKey, owner: String = "ana", at time: Date? = nil,
-                  in store: any ServerStore) throws -> StoredDocument {
+        func save(
+            _ delta: DocumentDelta, to key: DocumentKey, owner: String = "ana", at time: Date? = nil,
+            in store: any ServerStore
+        ) throws -> StoredDocument {
             try store.write { transaction in
                 let before = try transaction.document(key)
                 let version = try transaction.nextVersion()
@@ -45,11 +48,12 @@ extension ServerSuites {
                     let before = try transaction.document(key)
                     #expect(before == written, "the transaction sees its own writes")
                     let version = try transaction.nextVersion()
-                    let delta: DocumentDelta = if let before {
-                        try .update(set: [try FieldPath("n"): .int(Int64(step))], base: before.version)
-                    } else {
-                        try .create(["n": .int(Int64(step))], base: .zero)
-                    }
+                    let delta: DocumentDelta =
+                        if let before {
+                            try .update(set: [try FieldPath("n"): .int(Int64(step))], base: before.version)
+                        } else {
+                            try .create(["n": .int(Int64(step))], base: .zero)
+                        }
                     let state = (before?.state ?? DocumentState()).applyingLocally(delta, at: version)
                     let document = StoredDocument(key: key, owner: "ana", version: version, state: state)
                     try transaction.saveDocument(document, at: now)
@@ -78,7 +82,7 @@ extension ServerSuites {
         func aLowerVersionThatCommitsLateIsNotSkipped(kind: StoreKind) async throws {
             let test = try TestStore(kind)
             let first = test.store
-            let second = try test.reopened()  // another server process on the same database
+            let second = try test.reopened() // another server process on the same database
             let holding = DispatchSemaphore(value: 0)
             let release = DispatchSemaphore(value: 0)
             let late = Task {
@@ -87,7 +91,7 @@ extension ServerSuites {
                         let version = try transaction.nextVersion()
                         try transaction.saveDocument(try self.document("late", at: version), at: self.now)
                         holding.signal()
-                        release.wait()  // holds its version, uncommitted
+                        release.wait() // holds its version, uncommitted
                         return version
                     }
                 }
@@ -102,7 +106,7 @@ extension ServerSuites {
                     }
                 }
             }
-            try await Task.sleep(for: .milliseconds(300))  // time for the second write to commit, if it could
+            try await Task.sleep(for: .milliseconds(300)) // time for the second write to commit, if it could
             let seenWhileHeld = try second.changes(after: .zero, limit: 100, collections: nil)
             release.signal()
             let lateVersion = try await late.value
@@ -120,7 +124,7 @@ extension ServerSuites {
         /// statement that fails takes its whole transaction with it, and the connection serves on.
         @Test(arguments: StoreKind.available)
         func aWriteThatThrowsLeavesNothingBehind(kind: StoreKind) throws {
-            let test = try TestStore(kind, connections: 1)  // the connection that rolled back serves what follows
+            let test = try TestStore(kind, connections: 1) // the connection that rolled back serves what follows
             let store = test.store
             let kept = try save(try .create(["n": 1], base: .zero), to: DocumentKey(collection: "items", id: "kept"), in: store)
             let key = DocumentKey(collection: "items", id: "rolled-back")
@@ -149,7 +153,10 @@ extension ServerSuites {
             #expect(try store.document(key) == nil)
             #expect(try store.changes(after: .zero, limit: 100, collections: nil) == [kept])
             let (clientA, clientB, next) = try store.write { transaction in
-                (try transaction.client("client-a", of: "ana"), try transaction.client("client-b", of: "ben"), try transaction.nextVersion())
+                (
+                    try transaction.client("client-a", of: "ana"), try transaction.client("client-b", of: "ben"),
+                    try transaction.nextVersion()
+                )
             }
             #expect(clientA == nil && clientB == nil)
             #expect(next > kept.version)
@@ -193,7 +200,7 @@ extension ServerSuites {
                     }
                 }
             }
-            _ = try await onNewThread { holding.wait(timeout: .now() + 30) }  // not forever if the write fails
+            _ = try await onNewThread { holding.wait(timeout: .now() + 30) } // not forever if the write fails
             let seen = try await onNewThread {
                 let second = try test.reopened()
                 let seen = try second.changes(after: .zero, limit: 100, collections: nil)
@@ -222,7 +229,7 @@ extension ServerSuites {
                     }
                 }
             }
-            _ = try await onNewThread { holding.wait(timeout: .now() + 30) }  // not forever if the write fails
+            _ = try await onNewThread { holding.wait(timeout: .now() + 30) } // not forever if the write fails
             let version = try await onNewThread {
                 let version = try other.write { transaction in
                     let version = try transaction.nextVersion()
@@ -277,8 +284,9 @@ extension ServerSuites {
             // Every byte value, then 3 MiB of scrambled ones (cheap to make: a test must not hold its thread long).
             let answer = (0..<(3 << 20)).map { index in UInt8(truncatingIfNeeded: index < 256 ? index : (index &* 0x9E37_79B1) >> 16) }
             let digest = (0..<32).map { UInt8(255 - $0) }
-            let record = ClientRecord(clientID: "Zoë's phone 📱", userID: "zoë-Ωμέγα-用户-👩🏽‍💻", sequence: Int64.max - 1, digest: digest,
-                                      answer: answer)
+            let record = ClientRecord(
+                clientID: "Zoë's phone 📱", userID: "zoë-Ωμέγα-用户-👩🏽‍💻", sequence: Int64.max - 1, digest: digest,
+                answer: answer)
             try test.store.write { try $0.saveClient(record) }
             #expect(try test.reopened().write { try $0.client(record.clientID, of: record.userID) } == record)
             let bens = ClientRecord(clientID: record.clientID, userID: "ben", sequence: 1, digest: [], answer: [])
@@ -319,8 +327,10 @@ extension ServerSuites {
             for round in 0..<3 {
                 for collection in collections {
                     let key = DocumentKey(collection: collection, id: "ïd \(round) 📦")
-                    saved.append(try save(try .create(["name": .string("Zoë \u{0} 📦"), "n": .int(Int64(round))], base: .zero), to: key, owner: "zoë",
-                                          in: store))
+                    saved.append(
+                        try save(
+                            try .create(["name": .string("Zoë \u{0} 📦"), "n": .int(Int64(round))], base: .zero), to: key, owner: "zoë",
+                            in: store))
                 }
             }
             func changes(after version: Version = .zero, limit: Int = 100, _ collections: [String]?) throws -> [StoredDocument] {

@@ -1,7 +1,7 @@
 import AbrovaCore
 import AbrovaPostgres
-import AbrovaServer
 import AbrovaSQLite
+import AbrovaServer
 import AbrovaTestSupport
 import Foundation
 import Testing
@@ -76,11 +76,12 @@ private final class TestDatabase: Sendable {
     }
 
     func open(connections: Int) throws -> any ServerStore {
-        let store: any ServerStore = if let schema {
-            try PostgresServerStore(url: schema.url, maximumConnections: connections)
-        } else {
-            try SQLiteServerStore(path: folder!.path("server.sqlite"), durability: .normal)
-        }
+        let store: any ServerStore =
+            if let schema {
+                try PostgresServerStore(url: schema.url, maximumConnections: connections)
+            } else {
+                try SQLiteServerStore(path: folder!.path("server.sqlite"), durability: .normal)
+            }
         return KeepingStore(store: store, database: self)
     }
 }
@@ -113,7 +114,8 @@ enum SchemaOne {
         switch test.kind {
         case .sqlite:
             let database = try Database(path: try #require(test.sqlitePath), durability: .normal)
-            try database.execute("""
+            try database.execute(
+                """
                 BEGIN;
                 CREATE TABLE old_clients (client_id TEXT PRIMARY KEY NOT NULL, user_id TEXT NOT NULL, sequence INTEGER NOT NULL,
                                           digest BLOB NOT NULL, answer BLOB NOT NULL);
@@ -124,7 +126,8 @@ enum SchemaOne {
                 COMMIT;
                 """)
         case .postgres:
-            try PostgresConnection(url: try #require(test.postgresURL)).execute("""
+            try PostgresConnection(url: try #require(test.postgresURL)).execute(
+                """
                 ALTER TABLE abrova_clients DROP CONSTRAINT abrova_clients_pkey, ADD PRIMARY KEY (client_id);
                 UPDATE abrova_meta SET number = 1 WHERE key = 'schema';
                 """)

@@ -1,10 +1,11 @@
 import AbrovaCore
-@_spi(Testing) @testable import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 import Synchronization
 import Testing
+
+@_spi(Testing) @testable import AbrovaServer
 
 func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
@@ -23,8 +24,10 @@ final class ServiceFixture: Sendable {
     let service: SyncService
     let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
 
-    init(_ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), retention: TimeInterval = 3_600,
-         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil) throws {
+    init(
+        _ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), retention: TimeInterval = 3_600,
+        afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil
+    ) throws {
         test = try TestStore(kind)
         let clock = now
         var configuration = ServiceConfiguration(limits: limits, tombstoneRetention: retention, clock: { clock.value })
@@ -35,8 +38,10 @@ final class ServiceFixture: Sendable {
     func advance(by seconds: TimeInterval) { now.update { $0 += seconds } }
 
     @discardableResult
-    func push(_ changes: [(DocumentKey, DocumentDelta)], as user: String, client: String = "client-a", sequence: Int64,
-              strategy: ConflictStrategy = .merge) throws(Refusal) -> [ChangeResult] {
+    func push(
+        _ changes: [(DocumentKey, DocumentDelta)], as user: String, client: String = "client-a", sequence: Int64,
+        strategy: ConflictStrategy = .merge
+    ) throws(Refusal) -> [ChangeResult] {
         let request = makeRequest(changes, client: client, sequence: sequence, strategy: strategy)
         return try PushResponse(body: try service.push(request, caller: .user(user))).results
     }
@@ -53,10 +58,13 @@ final class ServiceFixture: Sendable {
     }
 }
 
-func makeRequest(_ changes: [(DocumentKey, DocumentDelta)], client: String = "client-a", sequence: Int64,
-                 strategy: ConflictStrategy = .merge) -> PushRequest {
-    PushRequest(batch: Batch(clientID: client, sequence: sequence, changes: changes.map { BatchChange(key: $0.0, delta: $0.1, writes: 1) }),
-                strategy: strategy)
+func makeRequest(
+    _ changes: [(DocumentKey, DocumentDelta)], client: String = "client-a", sequence: Int64,
+    strategy: ConflictStrategy = .merge
+) -> PushRequest {
+    PushRequest(
+        batch: Batch(clientID: client, sequence: sequence, changes: changes.map { BatchChange(key: $0.0, delta: $0.1, writes: 1) }),
+        strategy: strategy)
 }
 
 /// The status of the `Refusal` that `body` throws; `nil` when it succeeds, -1 for another error.
@@ -79,7 +87,8 @@ extension ServerSuites {
         func aPushIsAppliedAtNewVersionsAndARetryGetsTheStoredAnswerByteForByte(kind: StoreKind) throws {
             let fixture = try ServiceFixture(kind)
             let other = DocumentKey(collection: "carts", id: "c2")
-            let request = makeRequest([(cart, try .create(["qty": 1], base: .zero)), (other, try .create(["qty": 2], base: .zero))], sequence: 1)
+            let request = makeRequest(
+                [(cart, try .create(["qty": 1], base: .zero)), (other, try .create(["qty": 2], base: .zero))], sequence: 1)
             let first = try fixture.service.push(request, caller: .user("ana"))
             let results = try PushResponse(body: first).results
             // New documents meet nothing: their states are left for the client to compute.
@@ -131,10 +140,13 @@ extension ServerSuites {
             let note = DocumentKey(collection: "notes", id: "n1")
             try fixture.push([(cart, try .create(["qty": 1, "items": "x"], base: .zero))], as: "ana", sequence: 1)
             let seen = try fixture.service.document(cart, caller: .user("ana")).version
-            let results = try fixture.push([(cart, try .update(set: [path("qty"): 2], base: seen)),
-                                            (note, try .create(["n": 1], base: .zero)),
-                                            (cart, try .update(set: [path("qty"): 3], base: seen))],
-                                           as: "ana", sequence: 2, strategy: strategy)
+            let results = try fixture.push(
+                [
+                    (cart, try .update(set: [path("qty"): 2], base: seen)),
+                    (note, try .create(["n": 1], base: .zero)),
+                    (cart, try .update(set: [path("qty"): 3], base: seen)),
+                ],
+                as: "ana", sequence: 2, strategy: strategy)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 3, "items": "x"])
             guard case .applied(_, let state, let conflicts)? = results.last else { Issue.record("\(results)"); return }
             #expect(conflicts.isEmpty)
@@ -143,10 +155,13 @@ extension ServerSuites {
             // A write by someone else since the base still conflicts, in the later change too.
             let latest = try fixture.service.document(cart, caller: .user("ana")).version
             try fixture.push([(cart, try .update(set: [path("qty"): 7], base: latest))], as: "ana", client: "client-b", sequence: 1)
-            let again = try fixture.push([(cart, try .update(set: [path("qty"): 4], base: latest)),
-                                          (note, try .update(set: [path("n"): 2], base: latest)),
-                                          (cart, try .update(set: [path("qty"): 5, path("items"): "y"], base: latest))],
-                                         as: "ana", sequence: 3, strategy: strategy)
+            let again = try fixture.push(
+                [
+                    (cart, try .update(set: [path("qty"): 4], base: latest)),
+                    (note, try .update(set: [path("n"): 2], base: latest)),
+                    (cart, try .update(set: [path("qty"): 5, path("items"): "y"], base: latest)),
+                ],
+                as: "ana", sequence: 3, strategy: strategy)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 7, "items": "y"])
             guard case .applied(_, let answered?, let later)? = again.last else { Issue.record("\(again)"); return }
             #expect(later.map(\.path) == [path("qty")])
@@ -163,12 +178,15 @@ extension ServerSuites {
             try fixture.push([(cart, try .create(["name": "c", "qty": .map([:])], base: .zero))], as: "ana", client: "maker", sequence: 1)
             let created = try fixture.service.document(cart, caller: .user("ana")).version
             try fixture.push([(cart, try .update(set: [path("qty.a"): 0], base: created))], as: "ana", client: "client-b", sequence: 1)
-            let results = try fixture.push([(cart, try .update(set: [path("qty.b"): 0], base: created)),
-                                            (note, try .create(["n": 1], base: .zero)),
-                                            (cart, try .update(set: [path("qty.b"): 4], base: created)),
-                                            (note, try .update(set: [path("n"): 2], base: created)),
-                                            (cart, try .update(set: [path("qty.b"): 8], base: created))],
-                                           as: "ana", sequence: 1)
+            let results = try fixture.push(
+                [
+                    (cart, try .update(set: [path("qty.b"): 0], base: created)),
+                    (note, try .create(["n": 1], base: .zero)),
+                    (cart, try .update(set: [path("qty.b"): 4], base: created)),
+                    (note, try .update(set: [path("n"): 2], base: created)),
+                    (cart, try .update(set: [path("qty.b"): 8], base: created)),
+                ],
+                as: "ana", sequence: 1)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["name": "c", "qty": ["a": 0, "b": 8]])
             for result in results {
                 guard case .applied(_, _, let conflicts) = result else { Issue.record("\(result)"); continue }
@@ -180,8 +198,10 @@ extension ServerSuites {
         func aReusedNumberWithAnotherBodyIsRefused422AndAnOlderNumber409(kind: StoreKind) throws {
             let fixture = try ServiceFixture(kind)
             try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 5)
-            #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 5) } == 422)
-            #expect(statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 4) } == 409)
+            #expect(
+                statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 5) } == 422)
+            #expect(
+                statusOf { try fixture.push([(cart, try! .update(set: [path("qty"): 9], base: .zero))], as: "ana", sequence: 4) } == 409)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["qty": 1])
         }
 
@@ -199,10 +219,12 @@ extension ServerSuites {
                 return
             }
             // Numbers are counted per user: Ben's batch 5 does not make Ana's next batch 2 old.
-            try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try .create(["x": 1], base: .zero))], as: "ben",
-                             client: "ana-phone", sequence: 5)
-            try fixture.push([(DocumentKey(collection: "carts", id: "a2"), try .create(["x": 2], base: .zero))], as: "ana",
-                             client: "ana-phone", sequence: 2)
+            try fixture.push(
+                [(DocumentKey(collection: "carts", id: "b1"), try .create(["x": 1], base: .zero))], as: "ben",
+                client: "ana-phone", sequence: 5)
+            try fixture.push(
+                [(DocumentKey(collection: "carts", id: "a2"), try .create(["x": 2], base: .zero))], as: "ana",
+                client: "ana-phone", sequence: 2)
             #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ana")) } == 409, "batch 1 is no longer Ana's last")
             #expect(statusOf { _ = try fixture.service.push(request, caller: .anonymous) } == 401)
             #expect(try fixture.pullAll(as: .user("ana")).map(\.key.id).sorted() == ["a2", "c1"])
@@ -211,17 +233,21 @@ extension ServerSuites {
 
         @Test(arguments: StoreKind.available)
         func aChangeThatCannotBeAppliedIsRefusedOnItsOwnAndTheOthersApply(kind: StoreKind) throws {
-            let fixture = try ServiceFixture(kind, rules: RuleBook(collections: [
-                "orders": PresetRules(read: .owner, write: .owner, requiredFields: [path("total")]),
-            ]))
+            let fixture = try ServiceFixture(
+                kind,
+                rules: RuleBook(collections: [
+                    "orders": PresetRules(read: .owner, write: .owner, requiredFields: [path("total")])
+                ]))
             let missing = DocumentKey(collection: "carts", id: "never-created")
             let order = DocumentKey(collection: "orders", id: "o1")
-            let results = try fixture.push([
-                (missing, try .update(set: [path("qty"): 1], base: .zero)),
-                (order, try .create(["items": 3], base: .zero)),
-                (cart, try .create(["qty": 1], base: .zero)),
-            ], as: "ana", sequence: 1)
-            guard case .rejected(.notFound, _) = results[0], case .rejected(.invalid, let message) = results[1], case .applied = results[2] else {
+            let results = try fixture.push(
+                [
+                    (missing, try .update(set: [path("qty"): 1], base: .zero)),
+                    (order, try .create(["items": 3], base: .zero)),
+                    (cart, try .create(["qty": 1], base: .zero)),
+                ], as: "ana", sequence: 1)
+            guard case .rejected(.notFound, _) = results[0], case .rejected(.invalid, let message) = results[1], case .applied = results[2]
+            else {
                 Issue.record("unexpected results: \(results)")
                 return
             }
@@ -235,7 +261,8 @@ extension ServerSuites {
             let created = try fixture.push([(cart, try .create(["qty": 1], base: .zero))], as: "ana", sequence: 1)
             guard case .applied(let base, _, _) = created[0] else { return }
             try fixture.push([(cart, try .update(set: [path("qty"): 2], base: base))], as: "ana", client: "ana-laptop", sequence: 1)
-            let results = try fixture.push([(cart, try .update(set: [path("qty"): 3], base: base))], as: "ana", sequence: 2, strategy: .manual)
+            let results = try fixture.push(
+                [(cart, try .update(set: [path("qty"): 3], base: base))], as: "ana", sequence: 2, strategy: .manual)
             guard case .unresolved(let server, let conflicts) = results[0] else {
                 Issue.record("not unresolved: \(results)")
                 return
@@ -247,9 +274,15 @@ extension ServerSuites {
         @Test(arguments: StoreKind.available)
         func aFailureAfterTheCommitIsA500AndTheRetryGetsTheStoredAnswer(kind: StoreKind) throws {
             let failNext = Locked(true)
-            let fixture = try ServiceFixture(kind, afterPushCommit: { _ in
-                if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
-            })
+            let fixture = try ServiceFixture(
+                kind,
+                afterPushCommit: { _ in
+                    if failNext.update({ flag in
+                        defer { flag = false }; return flag
+                    }) {
+                        throw CancellationError()
+                    }
+                })
             let request = makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1)
             #expect(statusOf { _ = try fixture.service.push(request, caller: .user("ana")) } == 500)
             let answer = try PushResponse(body: try fixture.service.push(request, caller: .user("ana"))).results
@@ -267,8 +300,9 @@ extension ServerSuites {
                     group.addTask {
                         for sequence in 1...25 {
                             let key = DocumentKey(collection: "carts", id: "c\(client)-\(sequence)")
-                            let results = try? fixture.push([(key, try! .create(["n": .int(Int64(sequence))], base: .zero))],
-                                                            as: "ana", client: "client-\(client)", sequence: Int64(sequence))
+                            let results = try? fixture.push(
+                                [(key, try! .create(["n": .int(Int64(sequence))], base: .zero))],
+                                as: "ana", client: "client-\(client)", sequence: Int64(sequence))
                             if case .applied(let version, _, _)? = results?.first { versions.update { $0.append(version) } }
                         }
                     }
@@ -289,11 +323,13 @@ extension ServerSuites {
         func pagesFollowVersionOrderAndIncludeTombstones(kind: StoreKind) throws {
             let fixture = try ServiceFixture(kind)
             for index in 0..<10 {
-                try fixture.push([(DocumentKey(collection: "carts", id: "c\(index)"), try .create(["n": .int(Int64(index))], base: .zero))],
-                                 as: "ana", sequence: Int64(index + 1))
+                try fixture.push(
+                    [(DocumentKey(collection: "carts", id: "c\(index)"), try .create(["n": .int(Int64(index))], base: .zero))],
+                    as: "ana", sequence: Int64(index + 1))
             }
             let created = try fixture.pullAll(as: .user("ana"))
-            try fixture.push([(DocumentKey(collection: "carts", id: "c0"), DocumentDelta.delete(base: created[0].version))], as: "ana", sequence: 11)
+            try fixture.push(
+                [(DocumentKey(collection: "carts", id: "c0"), DocumentDelta.delete(base: created[0].version))], as: "ana", sequence: 11)
             let page = try fixture.service.pull(cursor: nil, limit: 4, caller: .user("ana"))
             #expect(page.documents.map(\.key.id) == ["c1", "c2", "c3", "c4"] && page.hasMore)
             let all = try fixture.pullAll(as: .user("ana"), limit: 3)
@@ -306,18 +342,22 @@ extension ServerSuites {
         func aPullShowsOnlyWhatTheCallerMayReadNotEvenIds(kind: StoreKind) throws {
             let fixture = try ServiceFixture(kind, rules: RuleBook(collections: ["catalog": PresetRules.publicRead]))
             try fixture.push([(cart, try .create(["secret": "ana's"], base: .zero))], as: "ana", client: "ana", sequence: 1)
-            try fixture.push([(DocumentKey(collection: "catalog", id: "p1"), try .create(["name": "milk"], base: .zero))], as: "ana",
-                             client: "ana", sequence: 2)
-            try fixture.push([(DocumentKey(collection: "carts", id: "b1"), try .create(["mine": true], base: .zero))], as: "ben",
-                             client: "ben", sequence: 1)
+            try fixture.push(
+                [(DocumentKey(collection: "catalog", id: "p1"), try .create(["name": "milk"], base: .zero))], as: "ana",
+                client: "ana", sequence: 2)
+            try fixture.push(
+                [(DocumentKey(collection: "carts", id: "b1"), try .create(["mine": true], base: .zero))], as: "ben",
+                client: "ben", sequence: 1)
             #expect(try fixture.pullAll(as: .user("ben"), limit: 1).map(\.key.id) == ["p1", "b1"])
             #expect(try fixture.pullAll(as: .anonymous).map(\.key.id) == ["p1"])
             #expect(statusOf { _ = try fixture.service.document(cart, caller: .user("ben")) } == 404)
-            #expect(statusOf { _ = try fixture.service.document(DocumentKey(collection: "carts", id: "none"), caller: .user("ben")) } == 404)
+            #expect(
+                statusOf { _ = try fixture.service.document(DocumentKey(collection: "carts", id: "none"), caller: .user("ben")) } == 404)
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
             // Ben may not overwrite Ana's cart either; the refusal changes nothing.
-            let results = try fixture.push([(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], as: "ben", client: "ben", sequence: 2,
-                                           strategy: .clientWins)
+            let results = try fixture.push(
+                [(cart, try .update(set: [path("secret"): "ben's"], base: .zero))], as: "ben", client: "ben", sequence: 2,
+                strategy: .clientWins)
             guard case .rejected(.notFound, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
             #expect(try fixture.service.document(cart, caller: .user("ana")).state.document == ["secret": "ana's"])
         }
@@ -340,7 +380,7 @@ extension ServerSuites {
             try fixture.push([(cart, DocumentDelta.delete(base: page.documents[0].version))], as: "ana", sequence: 3)
             fixture.advance(by: 1_800)
             try fixture.service.purgeExpiredTombstones()
-            #expect(try fixture.service.pull(cursor: page.cursor, caller: .user("ana")).documents.count == 2)  // still kept
+            #expect(try fixture.service.pull(cursor: page.cursor, caller: .user("ana")).documents.count == 2) // still kept
             fixture.advance(by: 3_600)
             try fixture.service.purgeExpiredTombstones()
             #expect(statusOf { _ = try fixture.service.pull(cursor: page.cursor, caller: .user("ana")) } == 410)
@@ -356,7 +396,8 @@ extension ServerSuites {
                 let service = try SyncService(store: try test.reopened())
                 _ = try service.push(makeRequest([(cart, try .create(["qty": 1], base: .zero))], sequence: 1), caller: .user("ana"))
                 cursor = try service.pull(cursor: nil, caller: .user("ana")).cursor
-                _ = try service.push(makeRequest([(cart, try .update(set: [path("qty"): 2], base: Version(1)))], sequence: 2), caller: .user("ana"))
+                _ = try service.push(
+                    makeRequest([(cart, try .update(set: [path("qty"): 2], base: Version(1)))], sequence: 2), caller: .user("ana"))
             }
             // Another server on the same database: a new store, opened after the first server is gone.
             let service = try SyncService(store: try test.reopened())

@@ -1,8 +1,9 @@
 import AbrovaCore
-@testable import AbrovaStore
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaStore
 
 /// A refused write takes no other write with it: consecutive writes of a document compose into one
 /// change, and when the server refuses that change the store sends it again write by write, so
@@ -39,7 +40,8 @@ import Testing
         var steps: [Write] = []
         var syncs: Set<Int> = []
         for index in 0..<choices.int(in: 1...24) {
-            let document = choices.below(4) == 0 ? choices.below(3) : (steps.last.map(Self.document(of:)) ?? 0)  // mostly consecutive: composed
+            // Mostly the previous step's document, so that writes compose.
+            let document = choices.below(4) == 0 ? choices.below(3) : (steps.last.map(Self.document(of:)) ?? 0)
             let refused = choices.chance(oneIn: 4)
             switch choices.below(6) {
             case 0: steps.append(.set(document: document, n: index, isRefused: refused))
@@ -126,10 +128,14 @@ import Testing
             let onServer = server.documents[key]?.document
             let wanted = model.document(key)
             if onServer != wanted {
-                return "\(key) is \(onServer.map { $0.canonicalJSON } ?? "nothing") on the server; the valid writes make it \(wanted.map { $0.canonicalJSON } ?? "nothing")"
+                return
+                    "\(key) is \(onServer.map { $0.canonicalJSON } ?? "nothing") on the server; the valid writes make it \(wanted.map { $0.canonicalJSON } ?? "nothing")"
             }
             let shown = try await store.document(key).data
-            if shown != onServer { return "\(key) shows \(shown.map { $0.canonicalJSON } ?? "nothing"), the server has \(onServer.map { $0.canonicalJSON } ?? "nothing")" }
+            if shown != onServer {
+                return
+                    "\(key) shows \(shown.map { $0.canonicalJSON } ?? "nothing"), the server has \(onServer.map { $0.canonicalJSON } ?? "nothing")"
+            }
         }
         if await store.unsentWriteCount != 0 { return "\(await store.unsentWriteCount) writes left unsent" }
         // Refusals reported: at least one when any refused write reached the server alone is not
@@ -152,8 +158,9 @@ import Testing
     }
 
     @Test func aValidWriteComposedWithARefusedOneReachesTheServer() async throws {
-        let script = Script(steps: [.set(document: 0, n: 2, isRefused: false), .update(document: 0, field: "a", n: 1, isRefused: true)],
-                            syncs: [], batchSize: 4)
+        let script = Script(
+            steps: [.set(document: 0, n: 2, isRefused: false), .update(document: 0, field: "a", n: 1, isRefused: true)],
+            syncs: [], batchSize: 4)
         let problem = try await Self.run(script)
         #expect(problem == nil, "\(problem ?? "")")
     }

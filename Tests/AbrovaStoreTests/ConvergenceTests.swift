@@ -1,8 +1,9 @@
 import AbrovaCore
-@testable import AbrovaStore
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaStore
 
 /// Devices (real stores in temporary files) write offline, push (sometimes losing the server's
 /// answer, then retrying) and pull in random order against one server; after syncing until quiet
@@ -47,10 +48,14 @@ import Testing
             let device = choices.below(2)
             let document = choices.below(2)
             switch choices.below(10) {
-            case 0: return .setData(device: device, document: document,
-                                    data: ["a": choices.element(of: values), "b": choices.element(of: values)])
-            case 1, 2: return .update(device: device, document: document, field: choices.element(of: ["a", "b", "c"]),
-                                      value: choices.element(of: values))
+            case 0:
+                return .setData(
+                    device: device, document: document,
+                    data: ["a": choices.element(of: values), "b": choices.element(of: values)])
+            case 1, 2:
+                return .update(
+                    device: device, document: document, field: choices.element(of: ["a", "b", "c"]),
+                    value: choices.element(of: values))
             case 3: return .removeField(device: device, document: document, field: choices.element(of: ["a", "b"]))
             case 4: return .addToSet(device: device, document: document, element: choices.element(of: ["milk", "eggs"]))
             case 5: return .removeFromSet(device: device, document: document, element: choices.element(of: ["milk", "eggs"]))
@@ -119,7 +124,7 @@ import Testing
                     try await pull(devices[device])
                 }
             } catch let error as StoreError where error.code == .documentNotFound {
-                continue  // an update of a document this device does not have: refused, as it should be
+                continue // an update of a document this device does not have: refused, as it should be
             }
         }
 
@@ -136,7 +141,7 @@ import Testing
         for (index, device) in devices.enumerated() {
             if let problem = try await Self.differences(device, index, keys, server) { return problem }
         }
-        devices.removeAll()  // closes the files
+        devices.removeAll() // closes the files
         for index in 0..<2 {
             let reopened = try LocalStore(path: folder.path("device\(index).sqlite"))
             if let problem = try await Self.differences(reopened, index, keys, server) { return "reopened: " + problem }
@@ -150,7 +155,8 @@ import Testing
             let snapshot = try await device.document(key)
             let onServer = server.documents[key]?.document
             if snapshot.data != onServer {
-                return "device \(index) shows \(key) as \(snapshot.data?.description ?? "nothing"), the server has \(onServer?.description ?? "nothing")"
+                return
+                    "device \(index) shows \(key) as \(snapshot.data?.description ?? "nothing"), the server has \(onServer?.description ?? "nothing")"
             }
             if snapshot.metadata.hasPendingWrites { return "device \(index) says \(key) has pending writes" }
         }

@@ -1,6 +1,7 @@
 import AbrovaCore
-@testable import AbrovaStore
 import Testing
+
+@testable import AbrovaStore
 
 /// `FreezePlan` alone: which pending changes a batch takes and what it sends of them, without a
 /// file (Spec/storage.md, "Batches").
@@ -18,10 +19,13 @@ import Testing
     }
 
     @Test func changesKeepTheirOrderStoredBytesAndWritesAndOnlyTheLastOfADocumentKeepsAView() throws {
-        let rows = [PlanFixtures.row(4, cart, try DocumentDelta.create(["qty": 1], base: .zero), writes: 3, view: #"{"qty":1}"#,
-                                     parts: [try DocumentDelta.create(["qty": 0], base: .zero)]),
-                    PlanFixtures.row(5, list, try DocumentDelta.create(["name": "a"], base: .zero), view: #"{"name":"a"}"#),
-                    PlanFixtures.row(6, cart, try DocumentDelta.update(set: [path("qty"): 2], base: .zero), view: #"{"qty":2}"#)]
+        let rows = [
+            PlanFixtures.row(
+                4, cart, try DocumentDelta.create(["qty": 1], base: .zero), writes: 3, view: #"{"qty":1}"#,
+                parts: [try DocumentDelta.create(["qty": 0], base: .zero)]),
+            PlanFixtures.row(5, list, try DocumentDelta.create(["name": "a"], base: .zero), view: #"{"name":"a"}"#),
+            PlanFixtures.row(6, cart, try DocumentDelta.update(set: [path("qty"): 2], base: .zero), view: #"{"qty":2}"#),
+        ]
         let plan = try PlanFixtures.freeze(rows)
         #expect(plan.changes.map(\.change.key) == [cart, list, cart])
         #expect(plan.changes.map(\.change.writes) == [3, 1, 1])
@@ -35,8 +39,10 @@ import Testing
     }
 
     @Test func aChangeSavedAsWrittenGoesOutUnderClientWinsAndTheOthersUnderTheirStrategy() throws {
-        let rows = [PlanFixtures.row(1, cart, try DocumentDelta.create(["n": 1], base: .zero), isAsWritten: true),
-                    PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero))]
+        let rows = [
+            PlanFixtures.row(1, cart, try DocumentDelta.create(["n": 1], base: .zero), isAsWritten: true),
+            PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero)),
+        ]
         let plan = try PlanFixtures.freeze(rows)
         #expect(plan.changes.map(\.change.strategy) == [.clientWins, .merge])
         #expect(plan.changes.map(\.isAsWritten) == [true, false])
@@ -44,9 +50,12 @@ import Testing
 
     @Test func aRemoveTheDeviceNeverSawIsDroppedAndAChangeLeftEmptyIsCancelledWithItsWrites() throws {
         let confirmed = try PlanFixtures.itemsHoldingMilk()
-        let rows = [PlanFixtures.row(1, cart, try DocumentDelta.update(setRemove: [path("items"): ["eggs"]], base: Version(2)), writes: 2,
-                                     view: #"{"items":["milk"]}"#),
-                    PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero), view: #"{"n":1}"#)]
+        let rows = [
+            PlanFixtures.row(
+                1, cart, try DocumentDelta.update(setRemove: [path("items"): ["eggs"]], base: Version(2)), writes: 2,
+                view: #"{"items":["milk"]}"#),
+            PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero), view: #"{"n":1}"#),
+        ]
         let plan = try PlanFixtures.freeze(rows, confirmed: [cart: confirmed])
         #expect(FreezePlan.documentsPruned(rows[...], deltas: try rows.map { try LocalStore.decodeDelta($0.delta) }) == [cart])
         #expect(plan.changes.map(\.change.key) == [list])
@@ -58,8 +67,11 @@ import Testing
         let confirmed = try PlanFixtures.itemsHoldingMilk()
         let add = try DocumentDelta.update(setAdd: [path("items"): ["eggs"]], base: Version(2))
         let remove = try DocumentDelta.update(setRemove: [path("items"): ["eggs", "tea"]], base: Version(2))
-        let plan = try PlanFixtures.freeze([PlanFixtures.row(1, cart, add), PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero)),
-                                            PlanFixtures.row(3, cart, remove)], confirmed: [cart: confirmed])
+        let plan = try PlanFixtures.freeze(
+            [
+                PlanFixtures.row(1, cart, add), PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero)),
+                PlanFixtures.row(3, cart, remove),
+            ], confirmed: [cart: confirmed])
         let sent = try #require(plan.changes.last)
         #expect(sent.change.delta.setChanges[path("items")]?.removes == ["eggs"], "tea was never there")
         #expect(sent.encoded == LocalStore.encode(sent.change.delta))
@@ -74,10 +86,14 @@ import Testing
     }
 
     @Test func memoryFollowsAFreezeThatCancelsAChange() throws {
-        let rows = [PlanFixtures.row(1, cart, try DocumentDelta.update(setRemove: [path("items"): ["eggs"]], base: Version(2)), writes: 2),
-                    PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero))]
+        let rows = [
+            PlanFixtures.row(1, cart, try DocumentDelta.update(setRemove: [path("items"): ["eggs"]], base: Version(2)), writes: 2),
+            PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero)),
+        ]
         let plan = try PlanFixtures.freeze(rows, confirmed: [cart: try PlanFixtures.itemsHoldingMilk()])
-        var memory = PlanFixtures.memory(unsent: [UnsentRow(key: cart, writes: 2, view: nil), UnsentRow(key: list, writes: 1, view: #"{"n":1}"#)])
+        var memory = PlanFixtures.memory(unsent: [
+            UnsentRow(key: cart, writes: 2, view: nil), UnsentRow(key: list, writes: 1, view: #"{"n":1}"#),
+        ])
         memory.froze(plan, stillPending: [])
         #expect(memory.unsent[cart] == nil, "nothing of the cart is left to send")
         #expect(memory.unsent[list]?.writes == 1 && memory.unsentWriteCount == 1)

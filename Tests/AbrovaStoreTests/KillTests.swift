@@ -1,9 +1,10 @@
 import AbrovaCore
 import AbrovaSQLite
-@testable import AbrovaStore
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaStore
 
 /// A writer process is killed with SIGKILL at random moments; after each kill, every write whose
 /// call had returned must be in the store with its pending change, each transaction whole, and
@@ -12,7 +13,8 @@ import Testing
     let folder = TemporaryFolder()
 
     @Test func everyAcknowledgedWriteSurvivesSIGKILL() async throws {
-        let writer = try #require(BuiltExecutable.url(named: "abrova-store-writer"), "abrova-store-writer is not built; run swift build first")
+        let writer = try #require(
+            BuiltExecutable.url(named: "abrova-store-writer"), "abrova-store-writer is not built; run swift build first")
         let file = folder.path("store.sqlite")
         var generator = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
         var acknowledged: Set<Int> = []

@@ -1,9 +1,10 @@
 import AbrovaCore
 import AbrovaSQLite
-@testable import AbrovaStore
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaStore
 
 func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
@@ -45,11 +46,13 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         } catch {
             #expect(error.code == .invalidValue && error.field == "price" && error.refusal == .invalid)
         }
-        for bad in [DocumentKey(collection: "", id: "x"), DocumentKey(collection: "carts", id: "a/b"),
-                    DocumentKey(collection: "carts", id: String(repeating: "x", count: 257)),
-                    DocumentKey(collection: "carts'; DROP TABLE documents; --", id: "x"),
-                    DocumentKey(collection: "carts", id: "x' OR '1'='1"), DocumentKey(collection: "carts", id: ".."),
-                    DocumentKey(collection: "carts", id: "a b")] {
+        for bad in [
+            DocumentKey(collection: "", id: "x"), DocumentKey(collection: "carts", id: "a/b"),
+            DocumentKey(collection: "carts", id: String(repeating: "x", count: 257)),
+            DocumentKey(collection: "carts'; DROP TABLE documents; --", id: "x"),
+            DocumentKey(collection: "carts", id: "x' OR '1'='1"), DocumentKey(collection: "carts", id: ".."),
+            DocumentKey(collection: "carts", id: "a b"),
+        ] {
             do {
                 try await store.setData(["n": 1], for: bad)
                 Issue.record("\(bad) was accepted")
@@ -115,9 +118,9 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         let page = server.pull(after: nil)
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
 
-        try await store.updateData(for: cart, setAdd: [path("items"): ["eggs"]])     // a change
-        try await store.setData(["n": 1], for: other)                                // another document between
-        try await store.updateData(for: cart, setRemove: [path("items"): ["eggs"]])  // a second change of the cart
+        try await store.updateData(for: cart, setAdd: [path("items"): ["eggs"]]) // a change
+        try await store.setData(["n": 1], for: other) // another document between
+        try await store.updateData(for: cart, setRemove: [path("items"): ["eggs"]]) // a second change of the cart
         #expect(try await store.document(cart).data == ["items": ["milk"]])
         let frozen = try #require(try await store.freezeBatch())
         #expect(frozen.batch.changes.map(\.key) == [cart, other, cart])
@@ -175,7 +178,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             #expect(frozen.batch.changes.count <= 2)
             sent += frozen.batch.changes.map(\.key)
             _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
-            if sent.count == 2 { try await store.updateData(for: keys[0], set: [path("n"): 2]) }  // joins the end of the queue
+            if sent.count == 2 { try await store.updateData(for: keys[0], set: [path("n"): 2]) } // joins the end of the queue
         }
         #expect(sent == keys + [keys[0]])
         #expect(await store.unsentWriteCount == 0)
@@ -189,7 +192,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             let store = try LocalStore(path: file)
             try await store.setData(["n": 1], for: cart)
             first = try #require(try await store.freezeBatch())
-            try await store.updateData(for: cart, set: [path("n"): 2])  // pending behind the batch
+            try await store.updateData(for: cart, set: [path("n"): 2]) // pending behind the batch
             #expect(try await store.freezeBatch() == first)
         }
         let reopened = try LocalStore(path: file)
@@ -200,7 +203,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     @Test func aDocumentNestedToTheLimitSurvivesItsBatchAndItsConfirmedStateOnDisk() async throws {
         // The stored forms wrap the document's values a few levels deeper than the document itself.
         var deep: Value = "bottom"
-        for _ in 0..<(ValueLimits.maximumDepth - 1) { deep = [deep] }  // arrays are leaves: stored whole
+        for _ in 0..<(ValueLimits.maximumDepth - 1) { deep = [deep] } // arrays are leaves: stored whole
         let file = folder.path("store.sqlite")
         var server = InMemoryServer()
         do {
@@ -229,7 +232,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         var server = InMemoryServer()
         try await store.setData(["qty": 1], for: cart)
         let frozen = try #require(try await store.freezeBatch())
-        try await store.updateData(for: cart, set: [path("qty"): 2])  // made while the batch was in flight
+        try await store.updateData(for: cart, set: [path("qty"): 2]) // made while the batch was in flight
         let answer = server.push(frozen.batch, strategy: .serverWins)
         let report = try await store.settle(batch: frozen.batch.sequence, results: answer)
         #expect(report.rejections.isEmpty && report.conflicts.isEmpty)
@@ -255,12 +258,12 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         try server.write(try DocumentDelta.create(["x": 0, "y": 0], base: .zero), to: cart)
         let page = server.pull(after: nil)
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
-        try await store.updateData(for: cart, set: [path("x"): 1])  // A
-        try await store.setData(["n": 1], for: other)                // B
-        try await store.updateData(for: cart, set: [path("y"): 1])  // A again: a second change
+        try await store.updateData(for: cart, set: [path("x"): 1]) // A
+        try await store.setData(["n": 1], for: other) // B
+        try await store.updateData(for: cart, set: [path("y"): 1]) // A again: a second change
         let frozen = try #require(try await store.freezeBatch())
         #expect(frozen.batch.changes.count == 3)
-        try await store.updateData(for: cart, set: [path("x"): 2])  // pending, based on what A's first change saw
+        try await store.updateData(for: cart, set: [path("x"): 2]) // pending, based on what A's first change saw
         _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .serverWins))
         let next = try #require(try await store.freezeBatch())
         let report = try await store.settle(batch: next.batch.sequence, results: server.push(next.batch, strategy: .serverWins))
@@ -297,7 +300,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
         try await store.updateData(for: cart, set: [path("price"): 1])
         let frozen = try #require(try await store.freezeBatch())
-        try await store.updateData(for: cart, set: [path("name"): "oat milk"])  // pending behind the refused write
+        try await store.updateData(for: cart, set: [path("name"): "oat milk"]) // pending behind the refused write
         _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
         let snapshot = try await store.document(cart)
         #expect(snapshot.data == ["price": 5, "name": "oat milk"] && snapshot.metadata.hasPendingWrites)
@@ -309,7 +312,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
     @Test func aRefusedUpdateShowsTheServersDocumentAgain() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
-        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (.invalid, "price is read-only") : nil })
+        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (.invalid, "price is read-only") : nil }
+        )
         try server.write(try DocumentDelta.create(["price": 5, "name": "milk"], base: .zero), to: cart)
         let page = server.pull(after: nil)
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
@@ -347,8 +351,9 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     /// resolution is written: an app ended while its resolver decided is asked again.
     @Test func underManualTheConflictIsKeptUntilItIsForgottenAcrossAReopen() async throws {
         let (_, store) = try await settleConcurrentQuantities(strategy: .manual)
-        let expected = UnresolvedConflict(key: cart, local: ["qty": 5],
-                                          conflicts: [Conflict(path: path("qty"), serverValue: 3, clientValue: 5, outcome: .unresolved)])
+        let expected = UnresolvedConflict(
+            key: cart, local: ["qty": 5],
+            conflicts: [Conflict(path: path("qty"), serverValue: 3, clientValue: 5, outcome: .unresolved)])
         #expect(try await store.unresolvedConflicts() == [expected])
         await store.close()
         let reopened = try LocalStore(path: folder.path("store.sqlite"))
@@ -415,7 +420,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         let file = folder.path("store.sqlite")
         var server = InMemoryServer()
         try server.write(try DocumentDelta.create(["title": "a", "address": ["city": "Oslo"]], base: .zero), to: cart)
-        try server.write(try DocumentDelta.update(remove: [path("title")], setAdd: [path("items"): ["milk"]], base: server.version), to: cart)
+        try server.write(
+            try DocumentDelta.update(remove: [path("title")], setAdd: [path("items"): ["milk"]], base: server.version), to: cart)
         let gone = DocumentKey(collection: "carts", id: "gone")
         try server.write(try DocumentDelta.create(["n": 1], base: .zero), to: gone)
         try server.write(DocumentDelta.delete(base: server.version), to: gone)
@@ -523,8 +529,9 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             let rank = Int64(generator.next() % 1_000)
             expected[id] = (city, rank)
             var state = DocumentState()
-            state.applyLocally(try DocumentDelta.create(["address": ["city": .string(city)], "rank": .int(rank)], base: .zero),
-                               at: Version(UInt64(index + 1)))
+            state.applyLocally(
+                try DocumentDelta.create(["address": ["city": .string(city)], "rank": .int(rank)], base: .zero),
+                at: Version(UInt64(index + 1)))
             page.append((DocumentKey(collection: "users", id: id), state))
         }
         try await store.applyPulledPage(page, cursor: "10000")
@@ -587,8 +594,9 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         do {
             let store = try LocalStore(path: file)
             for index in 0..<200 {
-                try await store.setData(["n": .int(Int64(index)), "pad": .string(String(repeating: "x", count: 500))],
-                                        for: DocumentKey(collection: "c", id: "d\(index)"))
+                try await store.setData(
+                    ["n": .int(Int64(index)), "pad": .string(String(repeating: "x", count: 500))],
+                    for: DocumentKey(collection: "c", id: "d\(index)"))
             }
         }
         try Database(path: file).execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -624,7 +632,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     @Test func theStricterDurabilityCanBeChosen() async throws {
         let file = folder.path("store.sqlite")
         _ = try LocalStore(path: file, durability: .full)
-        let database = try Database(path: file, durability: .full)  // the store above is closed
+        let database = try Database(path: file, durability: .full) // the store above is closed
         #expect(try database.queryFirst("PRAGMA synchronous") { $0.integer(0) } == 2)
         #expect(try database.queryFirst("PRAGMA journal_mode") { $0.text(0) } == "wal")
     }
@@ -639,7 +647,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     @Test func aWriteComposedIntoAnEarlierOneIsTakenBackAloneAndTheEarlierIsSent() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         _ = try await store.write(.set(["qty": 1]), for: cart)
-        let (_, receipt) = try await store.write(.update(set: [try FieldPath("qty"): 2], remove: [], setAdd: [:], setRemove: [:]), for: cart)
+        let (_, receipt) = try await store.write(
+            .update(set: [try FieldPath("qty"): 2], remove: [], setAdd: [:], setRemove: [:]), for: cart)
         #expect(try await store.takeBack(receipt))
         #expect(try await store.document(cart).data == ["qty": 1])
         #expect(await store.unsentWriteCount == 1)

@@ -1,9 +1,10 @@
 import AbrovaCore
 import AbrovaSQLite
-@testable import AbrovaStore
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaStore
 
 /// Only the newest unsent change of a document keeps its view current (Spec/storage.md, "Writes"):
 /// settles and pulls render one view a document, not one a change. These check that what the app
@@ -17,8 +18,11 @@ import Testing
     func openStore() throws -> LocalStore { try LocalStore(path: folder.path("store.sqlite")) }
 
     /// The server holding both carts, pulled into `store`.
-    func serverWithCarts(pulledInto store: LocalStore, refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Refusal.Reason, String)?)
-        async throws -> InMemoryServer {
+    func serverWithCarts(
+        pulledInto store: LocalStore, refuse: @escaping @Sendable (DocumentKey, DocumentDelta) -> (Refusal.Reason, String)?
+    )
+        async throws -> InMemoryServer
+    {
         var server = InMemoryServer(refuse: refuse)
         try server.write(try DocumentDelta.create(["name": "milk", "price": 5], base: .zero), to: cart)
         try server.write(try DocumentDelta.update(setAdd: [path("items"): ["bread"]], base: server.version), to: cart)
@@ -41,8 +45,10 @@ import Testing
     func storedViews(_ file: String, table: String, of key: DocumentKey) throws -> [String?] {
         let database = try Database(path: file)
         let ordering = table == "pending" ? "sequence" : "position"
-        return try database.query("SELECT view FROM \(table) WHERE collection = ? AND id = ? ORDER BY \(ordering)",
-                                  [.text(key.collection), .text(key.id)]) { $0.text(0) }
+        return try database.query(
+            "SELECT view FROM \(table) WHERE collection = ? AND id = ? ORDER BY \(ordering)",
+            [.text(key.collection), .text(key.id)]
+        ) { $0.text(0) }
     }
 
     @Test func aRejectedChangeAmongOthersShowsTheConfirmedStatePlusWhatIsStillPending() async throws {
@@ -69,7 +75,9 @@ import Testing
             let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
             #expect(report.rejections.map(\.key) == [cart])
 
-            expected = [cart: ["name": "milk", "price": 5, "items": ["bread"], "qty": 2, "note": "ring twice", "tags": ["gift"]], other: ["n": 2]]
+            expected = [
+                cart: ["name": "milk", "price": 5, "items": ["bread"], "qty": 2, "note": "ring twice", "tags": ["gift"]], other: ["n": 2],
+            ]
             let rolledBack = try #require(await cartChanges.next())
             #expect(rolledBack.data == expected[cart] && rolledBack.metadata.isRollback && rolledBack.metadata.hasPendingWrites)
             let queried = try #require(await queryChanges.next())

@@ -1,4 +1,5 @@
 import AbrovaCore
+
 @testable import AbrovaStore
 
 /// Inputs for the store's plans, made in memory: no file, no actor.
@@ -16,16 +17,20 @@ enum PlanFixtures {
     /// The state of a document whose set `items` holds milk: created at version 1, milk added at 2.
     static func itemsHoldingMilk() throws -> DocumentState {
         var state = try serverState(["items": []], at: 1)
-        _ = try ConflictStrategy.merge.apply(try DocumentDelta.update(setAdd: [try FieldPath("items"): ["milk"]], base: Version(1)), to: &state,
-                                             version: Version(2))
+        _ = try ConflictStrategy.merge.apply(
+            try DocumentDelta.update(setAdd: [try FieldPath("items"): ["milk"]], base: Version(1)), to: &state,
+            version: Version(2))
         return state
     }
 
     /// A stored pending (or in-flight) change of `delta`.
-    static func row(_ sequence: Int64, _ key: DocumentKey, _ delta: DocumentDelta, writes: Int = 1, view: String? = nil,
-                    parts: [DocumentDelta]? = nil, isAsWritten: Bool = false, origin: Int64? = nil) -> QueueRow {
-        QueueRow(sequence: sequence, key: key, delta: LocalStore.encode(delta), writes: writes, view: view,
-                 parts: parts.map(LocalStore.encodeParts), isAsWritten: isAsWritten, origin: origin ?? 100 + sequence)
+    static func row(
+        _ sequence: Int64, _ key: DocumentKey, _ delta: DocumentDelta, writes: Int = 1, view: String? = nil,
+        parts: [DocumentDelta]? = nil, isAsWritten: Bool = false, origin: Int64? = nil
+    ) -> QueueRow {
+        QueueRow(
+            sequence: sequence, key: key, delta: LocalStore.encode(delta), writes: writes, view: view,
+            parts: parts.map(LocalStore.encodeParts), isAsWritten: isAsWritten, origin: origin ?? 100 + sequence)
     }
 
     /// Freezes `rows` (all of them fitting) as batch 1, every document under `merge`.

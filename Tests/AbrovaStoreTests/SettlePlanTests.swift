@@ -1,6 +1,7 @@
 import AbrovaCore
-@testable import AbrovaStore
 import Testing
+
+@testable import AbrovaStore
 
 /// `SettledAnswer` and `SettlePlan` alone: what the server's answer does to the batch's documents,
 /// the queue and memory, without a file (Spec/storage.md, "Batches").
@@ -14,8 +15,9 @@ import Testing
 
     /// Plans the settle of `answer` over `pending` and `memory`, then lets memory follow it.
     func settle(_ answer: SettledAnswer, pending: [QueueRow] = [], memory: inout StoreMemory) throws -> SettlePlan {
-        let plan = try SettlePlan(answer: answer, pending: SettlePlan.needsPendingRows(answer, memory: memory) ? pending : [],
-                                  memory: memory, newOrigin: PlanFixtures.Origins().make)
+        let plan = try SettlePlan(
+            answer: answer, pending: SettlePlan.needsPendingRows(answer, memory: memory) ? pending : [],
+            memory: memory, newOrigin: PlanFixtures.Origins().make)
         memory.settled(plan)
         #expect(memory._invariantViolations() == [])
         #expect(memory.inflight == nil)
@@ -25,7 +27,8 @@ import Testing
     @Test func anUncontestedChangeJoinsTheConfirmedStateAtItsVersionAndLeavesNothingUnsent() throws {
         let create = try DocumentDelta.create(["n": 1], base: .zero)
         let batch = frozen([BatchChange(key: cart, delta: create, writes: 1)])
-        let answer = try SettledAnswer(batch: batch, results: [.applied(version: Version(5), state: nil, conflicts: [])], confirmedBefore: [:])
+        let answer = try SettledAnswer(
+            batch: batch, results: [.applied(version: Version(5), state: nil, conflicts: [])], confirmedBefore: [:])
         #expect(answer.confirmed[cart] == (try PlanFixtures.serverState(["n": 1], at: 5)))
         #expect(answer.reshown.isEmpty && answer.rollbacks.isEmpty && answer.report == SettleReport())
         var memory = PlanFixtures.memory(unsent: [UnsentRow(key: cart, writes: 1, view: #"{"n":1}"#)])
@@ -39,11 +42,13 @@ import Testing
     @Test func anAppliedChangeWithTheServersStateAndConflictsIsReportedAndShownAgain() throws {
         let before = try PlanFixtures.serverState(["n": 1], at: 1)
         var server = before
-        _ = try ConflictStrategy.merge.apply(try DocumentDelta.update(set: [path("n"): 7], base: Version(1)), to: &server, version: Version(2))
+        _ = try ConflictStrategy.merge.apply(
+            try DocumentDelta.update(set: [path("n"): 7], base: Version(1)), to: &server, version: Version(2))
         let conflict = Conflict(path: path("n"), serverValue: 7, clientValue: 2, outcome: .serverWon)
         let batch = frozen([BatchChange(key: cart, delta: try DocumentDelta.update(set: [path("n"): 2], base: .zero), writes: 1)])
-        let answer = try SettledAnswer(batch: batch, results: [.applied(version: Version(3), state: server, conflicts: [conflict])],
-                                       confirmedBefore: [cart: before])
+        let answer = try SettledAnswer(
+            batch: batch, results: [.applied(version: Version(3), state: server, conflicts: [conflict])],
+            confirmedBefore: [cart: before])
         #expect(answer.report.conflicts == [cart: [conflict]])
         #expect(answer.reshown == [cart])
         #expect(answer.confirmed[cart]?.document == ["n": 7])
@@ -53,15 +58,21 @@ import Testing
     @Test func aRefusedWriteRollsBackToTheConfirmedStateUnderTheWritesStillPending() throws {
         let before = try PlanFixtures.serverState(["n": 1], at: 1)
         let batch = frozen([BatchChange(key: cart, delta: try DocumentDelta.update(set: [path("n"): 2], base: Version(1)), writes: 1)])
-        let answer = try SettledAnswer(batch: batch, results: [.rejected(reason: .forbidden, message: "no")], confirmedBefore: [cart: before])
+        let answer = try SettledAnswer(
+            batch: batch, results: [.rejected(reason: .forbidden, message: "no")], confirmedBefore: [cart: before])
         #expect(answer.report.rejections == [Rejection(key: cart, operation: .update, reason: .forbidden, message: "no")])
         #expect(answer.rollbacks == [cart] && answer.confirmed[cart] == before)
         // A write made while the batch was in flight stays, on the confirmed state.
         let later = try DocumentDelta.update(set: [path("m"): 3], base: Version(1))
-        var memory = PlanFixtures.memory(unsent: [UnsentRow(key: cart, writes: 1, view: nil), UnsentRow(key: cart, writes: 1, view: #"{"m":3,"n":2}"#)])
+        var memory = PlanFixtures.memory(unsent: [
+            UnsentRow(key: cart, writes: 1, view: nil), UnsentRow(key: cart, writes: 1, view: #"{"m":3,"n":2}"#),
+        ])
         let plan = try settle(answer, pending: [PlanFixtures.row(5, cart, later)], memory: &memory)
         #expect(plan.documents[cart]?.view.document == ["n": 1, "m": 3])
-        #expect(plan.newestViews == [SettlePlan.NewestView(sequence: 5, view: before.applyingLocally(later, at: LocalStore.localVersion).documentJSON)])
+        #expect(
+            plan.newestViews == [
+                SettlePlan.NewestView(sequence: 5, view: before.applyingLocally(later, at: LocalStore.localVersion).documentJSON)
+            ])
         #expect(plan.rebasedRows.isEmpty, "a refused change takes no version to rebase past")
         #expect(memory.unsent[cart] == LocalStore.UnsentDocument(viewJSON: plan.newestViews[0].view, writes: 1))
     }
@@ -70,22 +81,32 @@ import Testing
         let first = try DocumentDelta.create(["n": 1], base: .zero)
         let second = try DocumentDelta.update(set: [path("n"): 2], base: .zero)
         let later = try DocumentDelta.update(set: [path("m"): 3], base: .zero)
-        let batch = frozen([BatchChange(key: cart, delta: DocumentDelta.compose(first, second), writes: 2),
-                            BatchChange(key: list, delta: try DocumentDelta.create(["x": 1], base: .zero), writes: 1),
-                            BatchChange(key: cart, delta: later, writes: 1)], rows: [41, 42, 43])
-        let results: [ChangeResult] = [.rejected(reason: .invalid, message: "bad"), .applied(version: Version(1), state: nil, conflicts: []),
-                                       .applied(version: Version(2), state: nil, conflicts: [])]
+        let batch = frozen(
+            [
+                BatchChange(key: cart, delta: DocumentDelta.compose(first, second), writes: 2),
+                BatchChange(key: list, delta: try DocumentDelta.create(["x": 1], base: .zero), writes: 1),
+                BatchChange(key: cart, delta: later, writes: 1),
+            ], rows: [41, 42, 43])
+        let results: [ChangeResult] = [
+            .rejected(reason: .invalid, message: "bad"), .applied(version: Version(1), state: nil, conflicts: []),
+            .applied(version: Version(2), state: nil, conflicts: []),
+        ]
         #expect(SettledAnswer.needsInflightExtras(batch.batch.changes, results))
         let extras = [Int64(0): SettledAnswer.InflightExtras(parts: LocalStore.encodeParts([first, second]), isAsWritten: true)]
         let answer = try SettledAnswer(batch: batch, results: results, confirmedBefore: [:], extras: extras)
         #expect(answer.report.rejections.isEmpty && answer.rollbacks.isEmpty, "nothing is rolled back yet")
         #expect(answer.report.resent == [cart])
-        #expect(answer.resent == [SettledAnswer.ResentChange(key: cart, parts: [first, second], isAsWritten: true, row: 41),
-                                  SettledAnswer.ResentChange(key: cart, parts: [later], isAsWritten: false, row: 43)])
+        #expect(
+            answer.resent == [
+                SettledAnswer.ResentChange(key: cart, parts: [first, second], isAsWritten: true, row: 41),
+                SettledAnswer.ResentChange(key: cart, parts: [later], isAsWritten: false, row: 43),
+            ])
         #expect(answer.settledWrites == [cart: 0, list: 1])
 
-        var memory = PlanFixtures.memory(unsent: [UnsentRow(key: cart, writes: 2, view: nil), UnsentRow(key: list, writes: 1, view: #"{"x":1}"#),
-                                                  UnsentRow(key: cart, writes: 1, view: #"{"m":3,"n":2}"#)])
+        var memory = PlanFixtures.memory(unsent: [
+            UnsentRow(key: cart, writes: 2, view: nil), UnsentRow(key: list, writes: 1, view: #"{"x":1}"#),
+            UnsentRow(key: cart, writes: 1, view: #"{"m":3,"n":2}"#),
+        ])
         let plan = try settle(answer, pending: [], memory: &memory)
         #expect(plan.resentRows.map(\.sequence) == [-2, -1, 0], "at the head of the queue")
         #expect(plan.resentRows.map(\.origin) == [901, 902, 903])
@@ -102,8 +123,9 @@ import Testing
         let batch = frozen([BatchChange(key: cart, delta: try DocumentDelta.update(set: [path("n"): 2], base: Version(1)), writes: 1)])
         let results: [ChangeResult] = [.unresolved(state: server, conflicts: [conflict])]
         #expect(SettledAnswer.documentsLeftToResolver(batch.batch.changes, results) == [cart])
-        let answer = try SettledAnswer(batch: batch, results: results, confirmedBefore: [cart: try PlanFixtures.serverState(["n": 1], at: 1)],
-                                       localViews: [cart: #"{"n":2}"#])
+        let answer = try SettledAnswer(
+            batch: batch, results: results, confirmedBefore: [cart: try PlanFixtures.serverState(["n": 1], at: 1)],
+            localViews: [cart: #"{"n":2}"#])
         #expect(answer.keptConflicts == [cart: SettledAnswer.KeptConflict(local: #"{"n":2}"#, conflicts: [conflict])])
         #expect(answer.report.unresolved == [cart: [conflict]])
         var memory = PlanFixtures.memory(unsent: [UnsentRow(key: cart, writes: 1, view: #"{"n":2}"#)])
@@ -117,12 +139,14 @@ import Testing
         let sent = try DocumentDelta.update(set: [path("qty"): 1], base: Version(1))
         let meanwhile = try DocumentDelta.update(set: [path("qty"): 2], base: Version(1))
         let batch = frozen([BatchChange(key: cart, delta: sent, writes: 1)])
-        let answer = try SettledAnswer(batch: batch, results: [.applied(version: Version(2), state: nil, conflicts: [])],
-                                       confirmedBefore: [cart: before])
+        let answer = try SettledAnswer(
+            batch: batch, results: [.applied(version: Version(2), state: nil, conflicts: [])],
+            confirmedBefore: [cart: before])
         let shown = before.applyingLocally(sent, at: LocalStore.localVersion).applyingLocally(meanwhile, at: LocalStore.localVersion)
-        var memory = StoreMemory(unsentRows: [UnsentRow(key: cart, writes: 1, view: nil), UnsentRow(key: cart, writes: 1, view: shown.documentJSON)],
-                                 tail: LocalStore.PendingChange(sequence: 8, key: cart, delta: meanwhile, writes: 1, parts: nil),
-                                 nextBatch: 2, heldDocuments: [], isResyncing: false)
+        var memory = StoreMemory(
+            unsentRows: [UnsentRow(key: cart, writes: 1, view: nil), UnsentRow(key: cart, writes: 1, view: shown.documentJSON)],
+            tail: LocalStore.PendingChange(sequence: 8, key: cart, delta: meanwhile, writes: 1, parts: nil),
+            nextBatch: 2, heldDocuments: [], isResyncing: false)
         memory.remember(LocalStore.CachedDocument(confirmed: before, view: shown), for: cart)
         #expect(SettlePlan.needsPendingRows(answer, memory: memory))
         let plan = try settle(answer, pending: [PlanFixtures.row(8, cart, meanwhile)], memory: &memory)

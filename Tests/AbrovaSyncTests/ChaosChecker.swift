@@ -105,10 +105,11 @@ struct ChaosChecker {
                 }
             }
         }
-        return Counts(writes: writes.count, returned: writes.filter(\.returned).count, refused: writes.filter { $0.refusal != nil }.count,
-                      rejectionsHeard: entries.filter { $0.event == .rejectedLater }.count,
-                      conflictsReported: entries.filter { $0.event == .conflict }.count,
-                      batches: seen.count, settled: settled)
+        return Counts(
+            writes: writes.count, returned: writes.filter(\.returned).count, refused: writes.filter { $0.refusal != nil }.count,
+            rejectionsHeard: entries.filter { $0.event == .rejectedLater }.count,
+            conflictsReported: entries.filter { $0.event == .conflict }.count,
+            batches: seen.count, settled: settled)
     }
 
     /// Every mismatch found.
@@ -131,7 +132,8 @@ struct ChaosChecker {
         for (id, write) in writes {
             let operation = write.begin.operation
             if let refusal = write.refusal, operation != .createLocked {
-                mismatches.append("\(id) (\(operation?.rawValue ?? "?") of \(write.begin.collection)/\(write.begin.document)) was refused: \(refusal)")
+                mismatches.append(
+                    "\(id) (\(operation?.rawValue ?? "?") of \(write.begin.collection)/\(write.begin.document)) was refused: \(refusal)")
             }
             guard operation == .createNote else { continue }
             let note = document(ChaosWorkload.notes, id)
@@ -142,7 +144,10 @@ struct ChaosChecker {
             if note != nil && deleted.contains(where: \.returned) {
                 mismatches.append("note \(id) was deleted (the call returned) but is on the server")
             }
-            if let note, note["by"]?.stringValue != write.client || note["w"]?.stringValue != id || note["meta"]?.mapValue?["made"]?.stringValue != id {
+            if let note,
+                note["by"]?.stringValue != write.client || note["w"]?.stringValue != id
+                    || note["meta"]?.mapValue?["made"]?.stringValue != id
+            {
                 mismatches.append("note \(id) holds \(note)")
             }
         }
@@ -175,20 +180,22 @@ struct ChaosChecker {
             }
         }
         for (place, writes) in sequences {
-            let key = DocumentKey(collection: String(place.prefix { $0 != "/" }),
-                                  id: String(place.drop { $0 != "/" }.dropFirst().prefix { $0 != "." }))
+            let key = DocumentKey(
+                collection: String(place.prefix { $0 != "/" }),
+                id: String(place.drop { $0 != "/" }.dropFirst().prefix { $0 != "." }))
             guard let data = server[key]?.data else {
                 if key.collection != ChaosWorkload.notes { mismatches.append("\(key) is not on the server") }
-                continue  // a deleted note
+                continue // a deleted note
             }
             let path = String(place.drop { $0 != "." }.dropFirst())
             let value = Value.map(data)[try! FieldPath(path)]?.stringValue
             let lastReturned = writes.lastIndex { $0.returned }
-            var allowed = Set(writes[(lastReturned ?? -1) + 1 ..< writes.count].map { Optional($0.value) })
+            var allowed = Set(writes[(lastReturned ?? -1) + 1..<writes.count].map { Optional($0.value) })
             allowed.insert(lastReturned.map { writes[$0].value } ?? nil)
             if !allowed.contains(value) {
-                mismatches.append("\(place) is \(value ?? "absent"); its client last wrote \(lastReturned.map { writes[$0].value } ?? "nothing")"
-                    + " (\(writes.count) writes, allowed \(allowed.map { $0 ?? "absent" }.sorted()))")
+                mismatches.append(
+                    "\(place) is \(value ?? "absent"); its client last wrote \(lastReturned.map { writes[$0].value } ?? "nothing")"
+                        + " (\(writes.count) writes, allowed \(allowed.map { $0 ?? "absent" }.sorted()))")
             }
         }
         for (place, values) in contested {
@@ -204,14 +211,17 @@ struct ChaosChecker {
     /// returned is gone.
     private func checkSets() -> [String] {
         var mismatches: [String] = []
-        var adds: [String: [String: Bool]] = [:]  // place → element → its add returned
+        var adds: [String: [String: Bool]] = [:] // place → element → its add returned
         var removes: [String: [String: Bool]] = [:]
         for entries in logs.values {
             let returned = Set(entries.filter { $0.event == .done }.map(\.write))
             for entry in entries where entry.event == .begin {
                 let place = "\(entry.collection)/\(entry.document)"
                 if entry.operation == .add { adds[place, default: [:]][entry.value] = returned.contains(entry.write) }
-                if entry.operation == .remove { removes[place, default: [:]][entry.value, default: false] = removes[place]?[entry.value] == true || returned.contains(entry.write) }
+                if entry.operation == .remove {
+                    removes[place, default: [:]][entry.value, default: false] =
+                        removes[place]?[entry.value] == true || returned.contains(entry.write)
+                }
             }
         }
         for collection in ChaosWorkload.setCollections {
@@ -246,8 +256,11 @@ struct ChaosChecker {
         var answers: [String: [UInt8]] = [:]
         var versions: [Version: String] = [:]
         var values: [String: String] = [:]
-        var assignments: [DocumentKey: [(version: Version, batch: String, base: Version, value: Value, conflicted: Bool,
-                                         strategy: ConflictStrategy)]] = [:]
+        var assignments:
+            [DocumentKey: [(
+                version: Version, batch: String, base: Version, value: Value, conflicted: Bool,
+                strategy: ConflictStrategy
+            )]] = [:]
         var appliedVersions: [DocumentKey: Set<Version>] = [:]
         for entry in ledger {
             let batch = entry.batchID
@@ -270,7 +283,9 @@ struct ChaosChecker {
                         mismatches.append("version \(version) was given to batches \(other) and \(batch)")
                     }
                     appliedVersions[change.key, default: []].insert(version)
-                    if strategy == .manual && !settled.isEmpty { mismatches.append("\(change.key) was applied with conflicts under manual") }
+                    if strategy == .manual && !settled.isEmpty {
+                        mismatches.append("\(change.key) was applied with conflicts under manual")
+                    }
                     if change.key.collection != "man" {
                         let written = change.delta.assignments.values.map(\.value) + change.delta.setChanges.values.flatMap(\.adds)
                         for case .string(let value) in Set(written) where value.contains("-r") {
@@ -280,8 +295,11 @@ struct ChaosChecker {
                         }
                     }
                     if let x = change.delta.assignments[try! FieldPath("x")] {
-                        assignments[change.key, default: []].append((version, batch, x.base, x.value,
-                                                                     settled.contains { $0.path.dotted == "x" }, strategy))
+                        assignments[change.key, default: []].append(
+                            (
+                                version, batch, x.base, x.value,
+                                settled.contains { $0.path.dotted == "x" }, strategy
+                            ))
                     }
                 case .unresolved(_, let settled):
                     conflicts = settled
@@ -289,12 +307,13 @@ struct ChaosChecker {
                 case .rejected:
                     conflicts = []
                 }
-                let allowed: Set<Conflict.Outcome> = switch strategy {
-                case .serverWins: [.serverWon]
-                case .clientWins: [.clientWon]
-                case .merge: [.serverWon, .merged, .clientWon]
-                case .manual: [.unresolved]
-                }
+                let allowed: Set<Conflict.Outcome> =
+                    switch strategy {
+                    case .serverWins: [.serverWon]
+                    case .clientWins: [.clientWon]
+                    case .merge: [.serverWon, .merged, .clientWon]
+                    case .manual: [.unresolved]
+                    }
                 for conflict in conflicts where !allowed.contains(conflict.outcome) {
                     mismatches.append("\(change.key).\(conflict.path.dotted): a conflict settled \(conflict.outcome) under \(strategy)")
                 }
@@ -317,16 +336,18 @@ struct ChaosChecker {
                     // which serverWins and merge settle by keeping the server's value.
                     let changedSinceBase = held.version > change.base && held.batch != change.batch && held.value != change.value
                     if changedSinceBase != change.conflicted {
-                        mismatches.append("\(key).x: the change at \(change.version) (base \(change.base)) was \(change.conflicted ? "" : "not ")"
-                            + "reported in conflict, but x was last changed at \(held.version)")
+                        mismatches.append(
+                            "\(key).x: the change at \(change.version) (base \(change.base)) was \(change.conflicted ? "" : "not ")"
+                                + "reported in conflict, but x was last changed at \(held.version)")
                     }
                     if change.conflicted { continue }
                 }
                 current = (change.value, change.version, change.batch)
             }
             if let current, current.value != final {
-                mismatches.append("\(key).x is \(final.map(\.canonicalJSON) ?? "absent"), but under their strategies the changes applied "
-                    + "in version order leave \(current.value.canonicalJSON)")
+                mismatches.append(
+                    "\(key).x is \(final.map(\.canonicalJSON) ?? "absent"), but under their strategies the changes applied "
+                        + "in version order leave \(current.value.canonicalJSON)")
             }
         }
         return mismatches

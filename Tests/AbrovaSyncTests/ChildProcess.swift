@@ -18,15 +18,21 @@ final class ChildProcess: Sendable {
 
     /// Starts `executable` (a name `BuiltExecutable` finds, or a path) with `arguments`, under
     /// `launcher` when given (`["faketime", "-f", "+1d"]`), with `environment` added to the test's.
-    init(_ executable: String, _ arguments: [String], logPath: String, launcher: [String] = [], environment: [String: String] = [:],
-         isDriven: Bool = false) throws {
-        let path = executable.contains("/") ? executable : try BuiltExecutable.url(named: executable)
-            .orThrow("\(executable) is not built; run swift build first").path
+    init(
+        _ executable: String, _ arguments: [String], logPath: String, launcher: [String] = [], environment: [String: String] = [:],
+        isDriven: Bool = false
+    ) throws {
+        let path =
+            executable.contains("/")
+            ? executable
+            : try BuiltExecutable.url(named: executable)
+                .orThrow("\(executable) is not built; run swift build first").path
         guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw Failure("cannot write \(logPath)") }
         let log = SpawnedProcess.Stream.append(toFile: logPath)
-        let process = try SpawnedProcess(launcher.isEmpty ? path : "/usr/bin/env", launcher.isEmpty ? arguments : launcher + [path] + arguments,
-                                         environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
-                                         standardInput: isDriven ? .pipe : .null, standardOutput: isDriven ? .pipe : log, standardError: log)
+        let process = try SpawnedProcess(
+            launcher.isEmpty ? path : "/usr/bin/env", launcher.isEmpty ? arguments : launcher + [path] + arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            standardInput: isDriven ? .pipe : .null, standardOutput: isDriven ? .pipe : log, standardError: log)
         self.process = process
         self.logPath = logPath
         do {
@@ -41,8 +47,9 @@ final class ChildProcess: Sendable {
     /// closed, or when this process ends. No other child holds the pipe open: `SpawnedProcess`
     /// passes a child no descriptors but its standard three.
     private static func watch(_ pid: pid_t) throws -> SpawnedProcess {
-        try SpawnedProcess("/bin/sh", ["-c", #"read -r line; kill -KILL "$1" 2>/dev/null"#, "abrova-watchdog", String(pid)],
-                           standardInput: .pipe, standardOutput: .null, standardError: .null)
+        try SpawnedProcess(
+            "/bin/sh", ["-c", #"read -r line; kill -KILL "$1" 2>/dev/null"#, "abrova-watchdog", String(pid)],
+            standardInput: .pipe, standardOutput: .null, standardError: .null)
     }
 
     deinit { kill() }
@@ -53,7 +60,9 @@ final class ChildProcess: Sendable {
     /// Sends SIGKILL now (it dies without a chance to finish anything).
     func kill() {
         process.kill()
-        if !watchdogClosed.update({ closed in defer { closed = true }; return closed }) {
+        if !watchdogClosed.update({ closed in
+            defer { closed = true }; return closed
+        }) {
             // Killed rather than let run its `kill`: by then the pid may be reaped and reused.
             watchdog.kill()
             try? watchdog.input?.close()

@@ -4,10 +4,11 @@ import AbrovaSync
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// An answer cut right after a complete header line (the connection closed in order, as a proxy
 /// or a balancer may do) must count as the server being unreachable: the write is queued. On
@@ -26,10 +27,12 @@ import Testing
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         defer { proxy.stop() }
         proxy.fault = .cutResponse(afterBytes: "HTTP/1.1 200 OK\r\n".utf8.count)
-        let device = try ChildProcess("abrova-chaos-client", [
-            "drive", "--store", folder.path("device.sqlite"), "--server", "http://127.0.0.1:\(proxy.port)",
-            "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"), "--timeout-ms", "2000",
-        ], logPath: folder.path("device.log"), isDriven: true)
+        let device = try ChildProcess(
+            "abrova-chaos-client",
+            [
+                "drive", "--store", folder.path("device.sqlite"), "--server", "http://127.0.0.1:\(proxy.port)",
+                "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"), "--timeout-ms", "2000",
+            ], logPath: folder.path("device.log"), isDriven: true)
         defer { device.kill() }
         let answer = try? await device.command("set cw t x v")
         await device.stop()
@@ -41,9 +44,9 @@ import Testing
     /// The HTTP clients that survive a cut answer: all but URLSession on Linux, which traps.
     static let survivingExchanges: [HTTPExchangeKind] = {
         #if os(Linux)
-        HTTPExchangeKind.available.filter { $0 != .urlSession }
+            HTTPExchangeKind.available.filter { $0 != .urlSession }
         #else
-        HTTPExchangeKind.available
+            HTTPExchangeKind.available
         #endif
     }()
 
@@ -52,8 +55,9 @@ import Testing
         let live = try LiveSyncServer()
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         defer { proxy.stop() }
-        let transport = HTTPTransport(serverURL: URL(string: "http://127.0.0.1:\(proxy.port)")!, apiKey: LiveSyncServer.apiKey,
-                                      token: { LiveSyncServer.token(of: "ana") }, timeout: .seconds(10), exchange: exchange)
+        let transport = HTTPTransport(
+            serverURL: URL(string: "http://127.0.0.1:\(proxy.port)")!, apiKey: LiveSyncServer.apiKey,
+            token: { LiveSyncServer.token(of: "ana") }, timeout: .seconds(10), exchange: exchange)
         let cart = DocumentKey(collection: "carts", id: "c1")
         _ = try await transport.push(body: makeRequest([(cart, try .create(["items": ["milk", "eggs"]], base: .zero))], sequence: 1).body)
         let page = try await transport.pull(cursor: nil, limit: 10)
@@ -101,8 +105,9 @@ import Testing
         for (name, answer) in answers {
             let server = try CannedAnswerServer(answer: answer)
             defer { server.stop() }
-            let transport = HTTPTransport(serverURL: URL(string: "http://127.0.0.1:\(server.port)")!, apiKey: "key", token: { nil },
-                                          timeout: .seconds(10), exchange: exchange)
+            let transport = HTTPTransport(
+                serverURL: URL(string: "http://127.0.0.1:\(server.port)")!, apiKey: "key", token: { nil },
+                timeout: .seconds(10), exchange: exchange)
             #expect(try await transport.pull(cursor: nil, limit: 1).cursor == "c1.page", "\(name) whole")
             // Up to the last byte; a chunked answer counts as whole once its last chunk ("0\r\n") came
             // (libcurl does not wait for the blank line that ends the trailers), so up to its "0\r".
@@ -110,7 +115,8 @@ import Testing
             for cut in Set([1, 17, 40, answer.count / 2, end - 7, end - 5, end - 2, end - 1]) {
                 server.cut(after: cut)
                 guard case .unreachable(let reason)? = await failure(of: { try await transport.pull(cursor: nil, limit: 1) }),
-                      reason.hasPrefix("the connection was lost") else {
+                    reason.hasPrefix("the connection was lost")
+                else {
                     Issue.record("\(name) cut after \(cut) bytes was not a lost connection")
                     continue
                 }

@@ -25,10 +25,12 @@ import Testing
     func aDeviceWhoseClockIsADayAheadGetsNoAdvantageAndMissesNothing() async throws {
         let faketime = try #require(Self.faketime, "faketime is not installed: CI installs it (.ci/run)")
         let live = try LiveSyncServer()
-        let ahead = try ChildProcess("abrova-chaos-client", [
-            "drive", "--store", folder.path("ahead.sqlite"), "--server", live.url.absoluteString, "--name", "ahead",
-            "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"),
-        ], logPath: folder.path("ahead.log"), launcher: [faketime, "-f", "+1d"], isDriven: true)
+        let ahead = try ChildProcess(
+            "abrova-chaos-client",
+            [
+                "drive", "--store", folder.path("ahead.sqlite"), "--server", live.url.absoluteString, "--name", "ahead",
+                "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"),
+            ], logPath: folder.path("ahead.log"), launcher: [faketime, "-f", "+1d"], isDriven: true)
         defer { ahead.kill() }
         let normal = try Device(live, folder: folder, name: "normal") {
             $0.conflictStrategy(.clientWins, for: "cw").conflictStrategy(.serverWins, for: "sw")

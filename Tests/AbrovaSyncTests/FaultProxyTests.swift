@@ -1,9 +1,10 @@
 import AbrovaCore
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// The SDK over its real HTTP transport, through the fault-injecting proxy, against the real
 /// server: what each network fault does to a write, and that nothing is lost or applied twice.
@@ -13,13 +14,14 @@ import Testing
 
     /// A device whose requests go through `proxy`, with a short request timeout.
     func device(through proxy: FaultProxy, _ live: LiveSyncServer, timeout: Duration = .seconds(1)) throws -> AbrovaSync {
-        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(URL(string: "http://127.0.0.1:\(proxy.port)")!)
-            .storePath(folder.path("device.sqlite"))
-            .authToken(LiveSyncServer.token(of: "ana"))
-            .requestTimeout(timeout)
-            .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)))
-            .build())
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(URL(string: "http://127.0.0.1:\(proxy.port)")!)
+                .storePath(folder.path("device.sqlite"))
+                .authToken(LiveSyncServer.token(of: "ana"))
+                .requestTimeout(timeout)
+                .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)))
+                .build())
         live.onStop { await sync.close() }
         return sync
     }
@@ -33,7 +35,7 @@ import Testing
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live)
         await sync.forceSyncNow()
-        try await sync.collection("carts").document("first").setData(["n": 1])  // the server's limits are known
+        try await sync.collection("carts").document("first").setData(["n": 1]) // the server's limits are known
         proxy.fault = .cutResponse(afterBytes: 20)
         let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
         #expect(snapshot.metadata.hasPendingWrites, "the answer was lost: the write is queued")
@@ -51,7 +53,7 @@ import Testing
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live)
         await sync.forceSyncNow()
-        try await sync.collection("carts").document("first").setData(["n": 1])  // the server's limits are known
+        try await sync.collection("carts").document("first").setData(["n": 1]) // the server's limits are known
         proxy.fault = .cutRequest(afterBytes: 60)
         _ = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
         #expect(serverVersion(live) == nil, "half a request changes nothing")
@@ -74,7 +76,9 @@ import Testing
             _ = try await carts.document("c\(index)").setData(["n": .int(Int64(index))])
         }
         #expect(await eventually { pushes.value >= 10 }, "each push reached the server twice: \(pushes.value)")
-        let versions = try (0..<5).map { try live.service.document(DocumentKey(collection: "carts", id: "c\($0)"), caller: .user("ana")).version }
+        let versions = try (0..<5).map {
+            try live.service.document(DocumentKey(collection: "carts", id: "c\($0)"), caller: .user("ana")).version
+        }
         let all = try live.service.pull(cursor: nil, limit: 100, caller: .user("ana")).documents
         #expect(all.count == 5)
         // Every application takes a version: a batch applied twice would have taken more.
@@ -143,7 +147,9 @@ import Testing
         #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         // The answer has reached the client once it is read; the count may trail by the pump's
         // last step.
-        #expect(await eventually { proxy.forwardedBytes == FaultProxy.ForwardedBytes(towardServer: request.count, towardClients: answer.count) })
+        #expect(
+            await eventually { proxy.forwardedBytes == FaultProxy.ForwardedBytes(towardServer: request.count, towardClients: answer.count) }
+        )
         let before = proxy.forwardedBytes
         let sync = try device(through: proxy, live)
         _ = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])

@@ -1,7 +1,8 @@
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import Testing
+
+@testable import AbrovaSync
 
 /// The instance's setters against a real server: each reaches the event hub, and each event is
 /// heard once per channel.
@@ -13,7 +14,7 @@ import Testing
         let device = try Device(live, folder: folder)
         await device.sync.forceSyncNow()
         await device.sync.disconnect()
-        try await device.carts.document("bad").setData(["invalid": true])  // the validation rules refuse it
+        try await device.carts.document("bad").setData(["invalid": true]) // the validation rules refuse it
         let streamed = Locked<[String]>([])
         let stream = device.sync.documentRejections
         let collector = Task {
@@ -31,7 +32,7 @@ import Testing
         await device.sync.reconnect()
         #expect(await eventually { streamed.value == ["bad create 400"] && called.value == ["bad create 400"] })
         #expect(listener.rejected.value == ["bad create 400"])
-        await device.sync.forceSyncNow()  // nothing is left to refuse, and nothing is told again
+        await device.sync.forceSyncNow() // nothing is left to refuse, and nothing is told again
         #expect(streamed.value.count == 1 && called.value.count == 1 && listener.rejected.value.count == 1)
         collector.cancel()
         await live.stop()

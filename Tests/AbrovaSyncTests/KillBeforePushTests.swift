@@ -14,7 +14,8 @@ import Testing
     let folder = TemporaryFolder()
 
     @Test func writesCommittedBeforeAKillArePushedOnceWhenTheAppStartsAgain() async throws {
-        let writer = try #require(BuiltExecutable.url(named: "abrova-store-writer"), "abrova-store-writer is not built; run swift build first")
+        let writer = try #require(
+            BuiltExecutable.url(named: "abrova-store-writer"), "abrova-store-writer is not built; run swift build first")
         let live = try LiveSyncServer()
         let seed = UInt64.random(in: 0...UInt64.max)
         var generator = SplitMix64(seed: seed)
@@ -41,7 +42,7 @@ import Testing
         }
         #expect(acknowledged.count > 10, "the writer barely wrote: \(acknowledged.count) writes")
 
-        let device = try Device(live, folder: folder)  // starts a sync at once
+        let device = try Device(live, folder: folder) // starts a sync at once
         let sent = await eventually(60) { await device.sync.pendingCount == 0 }
         let pending = await device.sync.pendingCount
         #expect(sent, "writes still pending: \(pending)")
@@ -57,8 +58,9 @@ import Testing
         for document in documents {
             let fields = document.state.document?.mapValue
             let a = fields?["a"]?.intValue
-            #expect(document.key.collection == "kill" && a != nil && fields?["b"]?.intValue == a && document.key.id == "k\(a ?? -1)",
-                    "\(document.key) is not a whole write: \(String(describing: fields))")
+            #expect(
+                document.key.collection == "kill" && a != nil && fields?["b"]?.intValue == a && document.key.id == "k\(a ?? -1)",
+                "\(document.key) is not a whole write: \(String(describing: fields))")
             if let a { present.insert(Int(a)) }
         }
         let lost = acknowledged.subtracting(present).sorted()
@@ -66,8 +68,9 @@ import Testing
         #expect(noneLost, "\(lost.count) acknowledged writes not on the server, first \(lost.prefix(10))")
         // Each applied once: the server's versions count its applied changes, one a document.
         let versions = documents.map(\.version)
-        #expect(Set(versions).count == versions.count && versions.max() == Version(rawValue: UInt64(versions.count)),
-                "\(versions.count) documents, versions up to \(String(describing: versions.max()))")
+        #expect(
+            Set(versions).count == versions.count && versions.max() == Version(rawValue: UInt64(versions.count)),
+            "\(versions.count) documents, versions up to \(String(describing: versions.max()))")
         // The device holds what the server holds.
         let onDevice = try await device.sync.collection("kill").getDocuments()
         #expect(onDevice.count == documents.count && onDevice.allSatisfy { !$0.metadata.hasPendingWrites })

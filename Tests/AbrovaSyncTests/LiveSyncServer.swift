@@ -97,11 +97,13 @@ final class LiveSyncServer: Sendable {
     ///     wire, before the answer leaves.
     ///   - store: the store to serve (a `PostgresServerStore` that another server shares); by
     ///     default a fresh SQLite database in `folder`.
-    init(rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), bodyLimits: BodyLimits = BodyLimits(),
-         http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
-         tombstoneRetention: TimeInterval = 3_600,
-         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil,
-         observe: (@Sendable (HTTPRequest, HTTPResponse) -> Void)? = nil, store: (any ServerStore)? = nil) throws {
+    init(
+        rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), bodyLimits: BodyLimits = BodyLimits(),
+        http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
+        tombstoneRetention: TimeInterval = 3_600,
+        afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil,
+        observe: (@Sendable (HTTPRequest, HTTPResponse) -> Void)? = nil, store: (any ServerStore)? = nil
+    ) throws {
         let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
         self.now = now
         let store = try store ?? SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
@@ -130,12 +132,15 @@ final class LiveSyncServer: Sendable {
 
     /// A transport to this server as `user` (`nil`: anonymous), or with the token `token` returns
     /// at each request when given, over the HTTP client `exchange`.
-    func makeTransport(exchange: HTTPExchangeKind = .platformDefault, as user: String? = "ana",
-                       token: (@Sendable () -> String?)? = nil, timeout: Duration = .seconds(10),
-                       compressionThreshold: Int = 1_024, maximumAnswerBytes: Int = 64 << 20) -> HTTPTransport {
+    func makeTransport(
+        exchange: HTTPExchangeKind = .platformDefault, as user: String? = "ana",
+        token: (@Sendable () -> String?)? = nil, timeout: Duration = .seconds(10),
+        compressionThreshold: Int = 1_024, maximumAnswerBytes: Int = 64 << 20
+    ) -> HTTPTransport {
         let fixed = user.map(Self.token(of:))
-        return HTTPTransport(serverURL: url, apiKey: Self.apiKey, token: token ?? { fixed }, timeout: timeout,
-                             compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes, exchange: exchange)
+        return HTTPTransport(
+            serverURL: url, apiKey: Self.apiKey, token: token ?? { fixed }, timeout: timeout,
+            compressionThreshold: compressionThreshold, maximumAnswerBytes: maximumAnswerBytes, exchange: exchange)
     }
 
     /// Work to do before the server stops (SDK instances closing), in the order it was added.
@@ -147,7 +152,9 @@ final class LiveSyncServer: Sendable {
     /// Stops the server: first whatever `onStop` asked for, then finishes the requests in flight and
     /// closes every connection.
     func stop() async {
-        for work in beforeStop.update({ list in defer { list = [] }; return list }) { await work() }
+        for work in beforeStop.update({ list in
+            defer { list = [] }; return list
+        }) { await work() }
         let server = server
         _ = try? await onNewThread { server.shutdown() }
     }
@@ -164,7 +171,8 @@ final class ScriptedServer: Sendable {
     private let received = Locked<[HTTPRequest]>([])
 
     /// Starts a server that answers every request with `answer` until `answer(with:)` changes it.
-    init(_ answer: @escaping @Sendable (HTTPRequest) -> HTTPResponse = { _ in .json(status: 200, Array(#"{"status":"ok"}"#.utf8)) }) throws {
+    init(_ answer: @escaping @Sendable (HTTPRequest) -> HTTPResponse = { _ in .json(status: 200, Array(#"{"status":"ok"}"#.utf8)) }) throws
+    {
         let script = Locked<@Sendable (HTTPRequest) -> HTTPResponse>(answer)
         let received = received
         self.script = script
@@ -186,10 +194,13 @@ final class ScriptedServer: Sendable {
     }
 
     /// A transport to this server (API key `key`, token `token`) over the HTTP client `exchange`.
-    func makeTransport(exchange: HTTPExchangeKind = .platformDefault, timeout: Duration = .seconds(10),
-                       maximumAnswerBytes: Int = 64 << 20) -> HTTPTransport {
-        HTTPTransport(serverURL: url, apiKey: "key", token: { "token" }, timeout: timeout, maximumAnswerBytes: maximumAnswerBytes,
-                      exchange: exchange)
+    func makeTransport(
+        exchange: HTTPExchangeKind = .platformDefault, timeout: Duration = .seconds(10),
+        maximumAnswerBytes: Int = 64 << 20
+    ) -> HTTPTransport {
+        HTTPTransport(
+            serverURL: url, apiKey: "key", token: { "token" }, timeout: timeout, maximumAnswerBytes: maximumAnswerBytes,
+            exchange: exchange)
     }
 
     /// Stops the server; a handler still waiting holds this up, so release it first.

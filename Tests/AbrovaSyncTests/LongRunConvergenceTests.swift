@@ -30,9 +30,12 @@ import Testing
     }
 
     func arguments(_ mode: String, _ slot: Slot, seed: UInt64, url: URL? = nil) -> [String] {
-        [mode, "--store", folder.path("\(slot.name).sqlite"), "--server", (url ?? URL(string: "http://127.0.0.1:\(slot.proxy.port)")!).absoluteString,
-         "--log", folder.path("\(slot.name).log"), "--name", slot.name, "--seed", String(seed), "--restart", String(slot.restarts),
-         "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"), "--timeout-ms", "1000"]
+        [
+            mode, "--store", folder.path("\(slot.name).sqlite"), "--server",
+            (url ?? URL(string: "http://127.0.0.1:\(slot.proxy.port)")!).absoluteString,
+            "--log", folder.path("\(slot.name).log"), "--name", slot.name, "--seed", String(seed), "--restart", String(slot.restarts),
+            "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"), "--timeout-ms", "1000",
+        ]
     }
 
     /// Runs a client process that ends by itself; throws when it fails.
@@ -48,7 +51,9 @@ import Testing
         var cursor: String?
         while true {
             let page = try live.service.pull(cursor: cursor, limit: 500, caller: .user("ana"))
-            for document in page.documents { documents[document.key] = ServerView(data: document.state.document?.mapValue, version: document.version) }
+            for document in page.documents {
+                documents[document.key] = ServerView(data: document.state.document?.mapValue, version: document.version)
+            }
             cursor = page.cursor
             if !page.hasMore { return documents }
         }
@@ -68,8 +73,9 @@ import Testing
     /// One SQLite server; the clients write for `ABROVA_LONG_RUN_SECONDS` (40 s).
     @Test func clientsKilledAndRestartedBehindFaultyNetworksConvergeLosingNothingAndApplyingNothingTwice() async throws {
         let ledger = PushLedger()
-        let live = try LiveSyncServer(rules: Self.rules, limits: Self.tinyLimits, bodyLimits: Self.tinyBodyLimits,
-                                      http: Self.tinyHTTP, observe: ledger.observe)
+        let live = try LiveSyncServer(
+            rules: Self.rules, limits: Self.tinyLimits, bodyLimits: Self.tinyBodyLimits,
+            http: Self.tinyHTTP, observe: ledger.observe)
         try await run("SQLite", servers: [live], ledger: ledger, defaultSeconds: 40)
         await live.stop()
     }
@@ -81,8 +87,9 @@ import Testing
         let database = try PostgresTestDatabase()
         let ledger = PushLedger()
         let servers = try (0..<2).map { _ in
-            try LiveSyncServer(rules: Self.rules, limits: Self.tinyLimits, bodyLimits: Self.tinyBodyLimits, http: Self.tinyHTTP,
-                               observe: ledger.observe, store: try PostgresServerStore(url: database.url, maximumConnections: 4))
+            try LiveSyncServer(
+                rules: Self.rules, limits: Self.tinyLimits, bodyLimits: Self.tinyBodyLimits, http: Self.tinyHTTP,
+                observe: ledger.observe, store: try PostgresServerStore(url: database.url, maximumConnections: 4))
         }
         try await run("PostgreSQL", servers: servers, ledger: ledger, defaultSeconds: 20, scale: 0.5)
         for server in servers { await server.stop() }
@@ -95,15 +102,18 @@ import Testing
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["ABROVA_CHAOS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(UInt32.max))
         let seconds = environment["ABROVA_LONG_RUN_SECONDS"].flatMap(Double.init).map { $0 * scale } ?? defaultSeconds
-        print("long run (\(label)): seed \(seed) (ABROVA_CHAOS_SEED=\(seed) replays its choices), \(servers.count) server(s), clients write for \(seconds) s")
+        print(
+            "long run (\(label)): seed \(seed) (ABROVA_CHAOS_SEED=\(seed) replays its choices), \(servers.count) server(s), clients write for \(seconds) s"
+        )
         let started = ContinuousClock.now
         let live = servers[0]
         let slots = try (0..<4).map { Slot(name: "c\($0)", proxy: try FaultProxy(upstreamPort: servers[$0 % servers.count].server.port)) }
         defer { for slot in slots { slot.proxy.stop() } }
         try await runToEnd(arguments("prepare", slots[0], seed: seed, url: live.url), name: "prepare")
         func start(_ slot: Slot) throws {
-            slot.child = try ChildProcess("abrova-chaos-client", arguments("run", slot, seed: seed),
-                                          logPath: folder.path("\(slot.name)-r\(slot.restarts).out"))
+            slot.child = try ChildProcess(
+                "abrova-chaos-client", arguments("run", slot, seed: seed),
+                logPath: folder.path("\(slot.name)-r\(slot.restarts).out"))
         }
         for slot in slots { try start(slot) }
 
@@ -132,15 +142,16 @@ import Testing
             let slot = slots[below(slots.count)]
             switch below(10) {
             case 0..<4 where slot.faultEnds == nil:
-                let fault: FaultProxy.Fault = switch below(7) {
-                case 0: .blackhole
-                case 1: .latency(.milliseconds(50 + below(700)))
-                case 2: .cutRequest(afterBytes: below(1_500))
-                case 3: .cutResponse(afterBytes: below(600))
-                case 4: .duplicateRequests
-                case 5: .foreignAnswer(status: [400, 403, 404, 413][below(4)])
-                default: .reset
-                }
+                let fault: FaultProxy.Fault =
+                    switch below(7) {
+                    case 0: .blackhole
+                    case 1: .latency(.milliseconds(50 + below(700)))
+                    case 2: .cutRequest(afterBytes: below(1_500))
+                    case 3: .cutResponse(afterBytes: below(600))
+                    case 4: .duplicateRequests
+                    case 5: .foreignAnswer(status: [400, 403, 404, 413][below(4)])
+                    default: .reset
+                    }
                 slot.proxy.fault = fault
                 slot.faultEnds = .now + .milliseconds(200 + below(2_000))
                 faults += 1
@@ -170,11 +181,13 @@ import Testing
         for round in 1...4 {
             for slot in slots {
                 slot.restarts += 1
-                try await runToEnd(arguments("settle", slot, seed: seed) + ["--dump", folder.path("\(slot.name).dump")], name: "\(slot.name) settle")
+                try await runToEnd(
+                    arguments("settle", slot, seed: seed) + ["--dump", folder.path("\(slot.name).dump")], name: "\(slot.name) settle")
             }
             let expected = Self.expectedDump(try Self.serverDocuments(live))
             differences = slots.compactMap { slot in
-                let dump = ((try? String(contentsOfFile: folder.path("\(slot.name).dump"), encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+                let dump = ((try? String(contentsOfFile: folder.path("\(slot.name).dump"), encoding: .utf8)) ?? "").split(separator: "\n")
+                    .map(String.init)
                 guard dump != expected else { return nil }
                 let extra = Set(dump).subtracting(expected).sorted().prefix(3)
                 let missing = Set(expected).subtracting(dump).sorted().prefix(3)
@@ -190,13 +203,14 @@ import Testing
         let report = mismatches.prefix(12).joined(separator: "\n")
         #expect(mismatches.count == 0, "\(mismatches.count) mismatches, the first:\n\(report)")
         let counts = checker.counts
-        print("long run (\(label)): seed \(seed); \(faults) faults set (\(faultsActed) times a fault acted on traffic), \(resets) connection resets, "
-            + "\(kills) client processes killed and restarted (+\(slots.count) at the end), "
-            + "\(counts.writes) writes checked "
-            + "(\(counts.returned) returned, \(counts.refused) refused at once, \(counts.rejectionsHeard) rejections heard on the stream), "
-            + "\(counts.conflictsReported) conflicts reported to clients, \(counts.batches) batches answered, "
-            + "settled \(counts.settled.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); "
-            + "wrote for \(healed - started), converged in \(ContinuousClock.now - healed)")
+        print(
+            "long run (\(label)): seed \(seed); \(faults) faults set (\(faultsActed) times a fault acted on traffic), \(resets) connection resets, "
+                + "\(kills) client processes killed and restarted (+\(slots.count) at the end), "
+                + "\(counts.writes) writes checked "
+                + "(\(counts.returned) returned, \(counts.refused) refused at once, \(counts.rejectionsHeard) rejections heard on the stream), "
+                + "\(counts.conflictsReported) conflicts reported to clients, \(counts.batches) batches answered, "
+                + "settled \(counts.settled.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); "
+                + "wrote for \(healed - started), converged in \(ContinuousClock.now - healed)")
         #expect(counts.returned > 100 && kills > 0 && faults > 0, "the run did too little to prove anything")
 
         // The checker is not vacuous: each planted bug below must be caught.

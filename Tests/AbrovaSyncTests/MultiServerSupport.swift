@@ -21,16 +21,19 @@ final class ServerProcess: Sendable {
 
     /// Starts a server on the database `databaseURL` names and waits (without blocking a thread)
     /// until it says which port it listens on.
-    static func start(databaseURL: String, name: String, folder: TemporaryFolder, within seconds: Double = 30) async throws -> ServerProcess {
+    static func start(databaseURL: String, name: String, folder: TemporaryFolder, within seconds: Double = 30) async throws -> ServerProcess
+    {
         let applicationName = "abrova-\(name)-\(UUID().uuidString.prefix(8).lowercased())"
-        let child = try ChildProcess("abrova", ["serve", "--postgres", databaseURL + "&application_name=\(applicationName)", "--port", "0", "--loopback"],
-                                     logPath: folder.path("\(name).log"))
+        let child = try ChildProcess(
+            "abrova", ["serve", "--postgres", databaseURL + "&application_name=\(applicationName)", "--port", "0", "--loopback"],
+            logPath: folder.path("\(name).log"))
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
         do {
             while ContinuousClock.now < deadline && child.isRunning {
                 let text = child.log
                 if let range = text.range(of: #"on port \d+"#, options: .regularExpression),
-                   let port = UInt16(text[range].split(separator: " ").last ?? "") {
+                    let port = UInt16(text[range].split(separator: " ").last ?? "")
+                {
                     return ServerProcess(port: port, applicationName: applicationName, child: child)
                 }
                 try await Task.sleep(for: .milliseconds(20))
@@ -56,7 +59,8 @@ final class ServerProcess: Sendable {
 
     /// How many requests it answered with `status`.
     func answers(_ status: Int, to route: String = "") -> Int {
-        log.split(separator: "\n").filter { $0.hasPrefix(route.isEmpty ? "" : route) && $0.contains(" \(status) ") && $0.contains(" ms") }.count
+        log.split(separator: "\n").filter { $0.hasPrefix(route.isEmpty ? "" : route) && $0.contains(" \(status) ") && $0.contains(" ms") }
+            .count
     }
 
     /// One request over a plain socket, on a thread of its own: the answer's exact bytes.
@@ -65,7 +69,8 @@ final class ServerProcess: Sendable {
         return try await onNewThread {
             let connection = try RawHTTPConnection(port: port)
             defer { connection.close() }
-            var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-API-Key: \(MultiServer.apiKey)\r\n"
+            var head =
+                "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-API-Key: \(MultiServer.apiKey)\r\n"
                 + "Authorization: Bearer \(user)\r\nConnection: close\r\n"
             if method == "POST" { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
             try connection.send(head + "\r\n")
@@ -97,7 +102,9 @@ final class Acknowledgements: Sendable {
     func record(body: [UInt8], answer: PushResponse) {
         guard let request = try? PushRequest(body: body) else { return problem("a push body the test cannot read") }
         guard request.batch.changes.count == answer.results.count else {
-            return problem("batch \(request.batch.sequence) of \(request.batch.clientID): \(answer.results.count) results for \(request.batch.changes.count) changes")
+            return problem(
+                "batch \(request.batch.sequence) of \(request.batch.clientID): \(answer.results.count) results for \(request.batch.changes.count) changes"
+            )
         }
         for (change, result) in zip(request.batch.changes, answer.results) {
             guard case .applied(let version, _, _) = result else {
@@ -156,8 +163,10 @@ final class WatchedTransport: SyncTransport {
             do {
                 let again = try await other.send("POST", "/v1/push", body: body)
                 if again.status != 200 || again.body != answer.body {
-                    acknowledgements.problem("a batch sent again to port \(other.port) was answered \(again.status) "
-                        + "\(String(decoding: again.body, as: UTF8.self).prefix(300)), not \(String(decoding: answer.body, as: UTF8.self).prefix(300))")
+                    acknowledgements.problem(
+                        "a batch sent again to port \(other.port) was answered \(again.status) "
+                            + "\(String(decoding: again.body, as: UTF8.self).prefix(300)), not \(String(decoding: answer.body, as: UTF8.self).prefix(300))"
+                    )
                 }
             } catch {
                 acknowledgements.problem("sending a batch again to port \(other.port) failed: \(error)")
@@ -182,8 +191,10 @@ struct MultiClient: Sendable {
     let name: String
     let sync: AbrovaSync
 
-    init(name: String, server: ServerProcess, others: [ServerProcess], folder: TemporaryFolder,
-         acknowledgements: Acknowledgements, resendEvery: Int) throws {
+    init(
+        name: String, server: ServerProcess, others: [ServerProcess], folder: TemporaryFolder,
+        acknowledgements: Acknowledgements, resendEvery: Int
+    ) throws {
         let url = server.url
         let config = try AbrovaSyncConfigBuilder(apiKey: MultiServer.apiKey)
             .serverURL(url)
@@ -192,8 +203,9 @@ struct MultiClient: Sendable {
             .conflictStrategy(.merge, for: "carts")
             .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)))
             .transport { token in
-                WatchedTransport(HTTPTransport(serverURL: url, apiKey: MultiServer.apiKey, token: token, timeout: .seconds(20)),
-                                 acknowledgements: acknowledgements, others: others, resendEvery: resendEvery)
+                WatchedTransport(
+                    HTTPTransport(serverURL: url, apiKey: MultiServer.apiKey, token: token, timeout: .seconds(20)),
+                    acknowledgements: acknowledgements, others: others, resendEvery: resendEvery)
             }
             .build()
         sync = try AbrovaSync(config: config)
@@ -222,7 +234,7 @@ struct WriteLog: Sendable {
     var notes: [String: Int64] = [:]
     var added: Set<String> = []
     var removed: Set<String> = []
-    var quantities: [String: Int64] = [:]  // cart id → the client's last quantity
+    var quantities: [String: Int64] = [:] // cart id → the client's last quantity
 }
 
 /// The workload and the checks both tests share.
@@ -240,7 +252,9 @@ enum MultiServer {
     ///
     /// It goes on past `stop` until it made `minimumIterations` (on a loaded machine a few
     /// seconds may hold only a few).
-    static func write(_ client: MultiClient, until stop: SharedFlag, goesOffline: Bool, minimumIterations: Int64 = 12) async throws -> WriteLog {
+    static func write(_ client: MultiClient, until stop: SharedFlag, goesOffline: Bool, minimumIterations: Int64 = 12) async throws
+        -> WriteLog
+    {
         var log = WriteLog()
         var iteration: Int64 = 0
         while !stop.value || iteration < minimumIterations {
@@ -285,7 +299,8 @@ enum MultiServer {
                 group.addTask {
                     await eventually(20) {
                         await client.sync.forceSyncNow()
-                        let have = (try? await client.sync.collection("carts").getDocuments().filter { !$0.metadata.hasPendingWrites }.count) ?? 0
+                        let have =
+                            (try? await client.sync.collection("carts").getDocuments().filter { !$0.metadata.hasPendingWrites }.count) ?? 0
                         return have == carts.count
                     }
                 }
@@ -325,8 +340,10 @@ enum MultiServer {
                 if !unconfirmed.isEmpty { differences.append("\(client.name) shows \(unconfirmed.count) documents with pending writes") }
                 if documents != expected {
                     let keys = Set(documents.keys).union(expected.keys).filter { documents[$0] != expected[$0] }.sorted()
-                    differences.append("\(client.name) differs from the database on \(keys.count) documents, first "
-                        + "\(keys.first.map { "\($0): device \(String(describing: documents[$0])) database \(String(describing: expected[$0]))" } ?? "")")
+                    differences.append(
+                        "\(client.name) differs from the database on \(keys.count) documents, first "
+                            + "\(keys.first.map { "\($0): device \(String(describing: documents[$0])) database \(String(describing: expected[$0]))" } ?? "")"
+                    )
                 }
             }
             if differences.isEmpty { return [] }
@@ -337,8 +354,10 @@ enum MultiServer {
 
     /// What the database must hold after the clients' writes, and how each acknowledgement must
     /// show in it. Returns every mismatch.
-    static func check(_ logs: [String: WriteLog], database stored: [DocumentKey: StoredDocument],
-                      acknowledgements: Acknowledgements) -> [String] {
+    static func check(
+        _ logs: [String: WriteLog], database stored: [DocumentKey: StoredDocument],
+        acknowledgements: Acknowledgements
+    ) -> [String] {
         var mismatches: [String] = []
         let acknowledged = acknowledgements.byDocument
         // Notes: each written once, by one client, so applied once: at the version it was
@@ -381,15 +400,18 @@ enum MultiServer {
             storedItems.formUnion(elements)
             let quantities = fields["qty"]?.mapValue ?? [:]
             for (name, log) in logs where quantities[name]?.intValue != log.quantities[cart] {
-                mismatches.append("\(cart).qty.\(name) is \(String(describing: quantities[name])), the client last wrote \(String(describing: log.quantities[cart]))")
+                mismatches.append(
+                    "\(cart).qty.\(name) is \(String(describing: quantities[name])), the client last wrote \(String(describing: log.quantities[cart]))"
+                )
             }
             if !(acknowledged[key] ?? []).contains(stored[key]!.version) {
                 mismatches.append("\(cart) is at version \(stored[key]!.version), which no client was told of")
             }
         }
         if storedItems != items {
-            mismatches.append("cart items missing: \(items.subtracting(storedItems).sorted().prefix(5)); "
-                + "not expected: \(storedItems.subtracting(items).sorted().prefix(5))")
+            mismatches.append(
+                "cart items missing: \(items.subtracting(storedItems).sorted().prefix(5)); "
+                    + "not expected: \(storedItems.subtracting(items).sorted().prefix(5))")
         }
         // Versions are unique: no two acknowledged changes share one.
         let all = acknowledged.values.flatMap { $0 }

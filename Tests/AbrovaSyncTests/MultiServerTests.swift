@@ -31,7 +31,9 @@ struct MultiServerTests {
         // Started together: each opens its pool and checks the schema (under the schema lock).
         let servers = try await withThrowingTaskGroup(of: (Int, ServerProcess).self) { group in
             for index in 0..<3 {
-                group.addTask { [folder] in (index, try await ServerProcess.start(databaseURL: database.url, name: "server\(index)", folder: folder)) }
+                group.addTask { [folder] in
+                    (index, try await ServerProcess.start(databaseURL: database.url, name: "server\(index)", folder: folder))
+                }
             }
             var started: [(Int, ServerProcess)] = []
             for try await server in group { started.append(server) }
@@ -41,8 +43,10 @@ struct MultiServerTests {
         var clients: [MultiClient] = []
         for index in 0..<6 {
             let server = servers[index / 2]
-            clients.append(try MultiClient(name: "c\(index)", server: server, others: servers.filter { $0 !== server }, folder: folder,
-                                           acknowledgements: acknowledgements, resendEvery: resendEvery))
+            clients.append(
+                try MultiClient(
+                    name: "c\(index)", server: server, others: servers.filter { $0 !== server }, folder: folder,
+                    acknowledgements: acknowledgements, resendEvery: resendEvery))
         }
         return Setup(database: database, servers: servers, clients: clients, acknowledgements: acknowledgements)
     }
@@ -64,7 +68,9 @@ struct MultiServerTests {
     func writeConcurrently(_ clients: [MultiClient], until stop: SharedFlag, offline: Set<String>) async throws -> [String: WriteLog] {
         try await withThrowingTaskGroup(of: (String, WriteLog).self) { group in
             for client in clients {
-                group.addTask { (client.name, try await MultiServer.write(client, until: stop, goesOffline: offline.contains(client.name))) }
+                group.addTask {
+                    (client.name, try await MultiServer.write(client, until: stop, goesOffline: offline.contains(client.name)))
+                }
             }
             var logs: [String: WriteLog] = [:]
             for try await (name, log) in group { logs[name] = log }
@@ -98,15 +104,17 @@ struct MultiServerTests {
             _ = await stopper.value
             let written = ContinuousClock.now
             let differences = try await MultiServer.converge(setup.clients, databaseURL: setup.database.url)
-            print("multi-server: ready after \(ready - started), wrote for \(written - ready), converged in \(ContinuousClock.now - written)")
+            print(
+                "multi-server: ready after \(ready - started), wrote for \(written - ready), converged in \(ContinuousClock.now - written)")
             #expect(differences.isEmpty, "\(differences)")
             let stored = try await MultiServer.database(setup.database.url)
             let mismatches = MultiServer.check(logs, database: stored, acknowledgements: setup.acknowledgements)
             #expect(mismatches.isEmpty, "\(mismatches.prefix(10))")
             let writes = logs.values.map(\.notes.count).reduce(0, +)
             let acknowledgements = setup.acknowledgements
-            print("multi-server: \(writes) notes, \(acknowledgements.answered.value) pushes answered, "
-                + "\(acknowledgements.resent.value) sent again to the other servers, \(stored.count) documents")
+            print(
+                "multi-server: \(writes) notes, \(acknowledgements.answered.value) pushes answered, "
+                    + "\(acknowledgements.resent.value) sent again to the other servers, \(stored.count) documents")
             #expect(acknowledgements.resent.value >= 6, "too few batches were sent again to other servers")
             // Every server process took pushes (its own clients', and batches sent again).
             for server in setup.servers { #expect(server.answers(200, to: "POST /v1/push") > 0, "port \(server.port) took no push") }
@@ -142,7 +150,7 @@ struct MultiServerTests {
             // Server 2 goes idle with several pooled connections (concurrent pushes open them),
             // all of which the restart will cut.
             for client in queueingClients { await client.sync.disconnect() }
-            try await Task.sleep(for: .milliseconds(300))  // a run in flight ends
+            try await Task.sleep(for: .milliseconds(300)) // a run in flight ends
             var pooled = 0
             for _ in 0..<10 where pooled < 2 {
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -166,7 +174,9 @@ struct MultiServerTests {
                 probing.value = true
                 let probe = Task { [server = setup.servers[0], probeStatuses] in
                     while probing.value {
-                        if let answer = try? await server.send("GET", "/v1/pull?limit=1") { probeStatuses.update { $0.append(answer.status) } }
+                        if let answer = try? await server.send("GET", "/v1/pull?limit=1") {
+                            probeStatuses.update { $0.append(answer.status) }
+                        }
                         try? await Task.sleep(for: .milliseconds(20))
                     }
                 }
@@ -200,16 +210,18 @@ struct MultiServerTests {
 
             let failed = setup.acknowledgements.failed.value - failedBefore
             let unavailable = setup.servers.map { $0.answers(503) }
-            print("multi-server restart: \(logs.values.map(\.notes.count).reduce(0, +)) notes; \(failed) pushes failed during the outage; "
-                + "503 answers by server \(unavailable); \(queued) writes queued by the clients of server 2")
+            print(
+                "multi-server restart: \(logs.values.map(\.notes.count).reduce(0, +)) notes; \(failed) pushes failed during the outage; "
+                    + "503 answers by server \(unavailable); \(queued) writes queued by the clients of server 2")
             #expect(queued > 0, "the clients of server 2 queued nothing")
             // Whether a request met the outage is timing (in CI the restart can fall between
             // them); `aDatabaseThatCannotBeReachedIsA503UntilItIsBack` shows the 503 for sure. What
             // must hold here: no answer but 200 or 503, and nothing lost (checked above).
             let odd = probeStatuses.value.filter { $0 != 200 && $0 != 503 }
             #expect(odd.isEmpty, "server 0 answered \(odd) during the restart")
-            print("multi-server restart: server 0 answered \(probeStatuses.value.count) reads during it, "
-                + "\(probeStatuses.value.filter { $0 == 503 }.count) of them 503")
+            print(
+                "multi-server restart: server 0 answered \(probeStatuses.value.count) reads during it, "
+                    + "\(probeStatuses.value.filter { $0 == 503 }.count) of them 503")
         }
         print("multi-server restart test: \(ContinuousClock.now - started)")
     }
@@ -219,8 +231,9 @@ struct MultiServerTests {
         guard let url = PostgresTestDatabase.serverURL else { throw Failure(PostgresTestDatabase.skipReason) }
         let name = server.applicationName
         return try await onNewThread {
-            let statement = PostgresStatement("count_backends", "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-                                              parameters: [.text])
+            let statement = PostgresStatement(
+                "count_backends", "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                parameters: [.text])
             return Int(try PostgresConnection(url: url).run(statement, [.text(name)]).integer(0, 0))
         }
     }
@@ -231,7 +244,9 @@ struct MultiServerTests {
         let names = servers.map(\.applicationName)
         let terminated = try await onNewThread {
             let connection = try PostgresConnection(url: url)
-            let statement = PostgresStatement("terminate", """
+            let statement = PostgresStatement(
+                "terminate",
+                """
                 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                 WHERE application_name = ANY($1) AND pid <> pg_backend_pid()
                 """, parameters: [.texts])

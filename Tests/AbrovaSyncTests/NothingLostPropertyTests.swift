@@ -1,10 +1,11 @@
 import AbrovaHTTP
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// Issue 14's property: random valid and refused writes, online and offline, over a few documents
 /// of two collections, against the real server whose body and batch limits are drawn at random
@@ -28,7 +29,8 @@ import Testing
         var description: String {
             switch self {
             case .set(let document, let n, let kind): "set d\(document) n=\(n)\(kind == .valid ? "" : kind.rawValue)"
-            case .update(let document, let field, let n, let kind): "update d\(document) \(field)=\(n)\(kind == .valid ? "" : kind.rawValue)"
+            case .update(let document, let field, let n, let kind):
+                "update d\(document) \(field)=\(n)\(kind == .valid ? "" : kind.rawValue)"
             case .delete(let document): "delete d\(document)"
             case .disconnect: "disconnect"
             case .reconnect: "reconnect"
@@ -58,7 +60,7 @@ import Testing
         var steps: [Step] = []
         var document = 0
         for index in 0..<choices.int(in: 1...14) {
-            if choices.below(3) == 0 { document = choices.below(keys.count) }  // mostly the same document: composed
+            if choices.below(3) == 0 { document = choices.below(keys.count) } // mostly the same document: composed
             let kind: Step.Kind = choices.chance(oneIn: 5) ? .refused : choices.chance(oneIn: 8) ? .large : .valid
             switch choices.below(12) {
             case 0..<3: steps.append(.set(document: document, n: index, kind: kind))
@@ -66,21 +68,23 @@ import Testing
             case 4: steps.append(.disconnect)
             case 5: steps.append(.reconnect)
             case 6:
-                let fault: FaultProxy.Fault = switch choices.below(5) {
-                case 0: .foreignAnswer(status: choices.element(of: [400, 403, 404, 413]))
-                case 1: .cutResponse(afterBytes: choices.below(400))
-                case 2: .cutRequest(afterBytes: choices.below(600))
-                case 3: .reset
-                default: .none
-                }
+                let fault: FaultProxy.Fault =
+                    switch choices.below(5) {
+                    case 0: .foreignAnswer(status: choices.element(of: [400, 403, 404, 413]))
+                    case 1: .cutResponse(afterBytes: choices.below(400))
+                    case 2: .cutRequest(afterBytes: choices.below(600))
+                    case 3: .reset
+                    default: .none
+                    }
                 steps.append(.fault(fault))
             default: steps.append(.update(document: document, field: choices.element(of: ["a", "b"]), n: index, kind: kind))
             }
         }
         let tiny = choices.chance(oneIn: 2)
-        return Script(steps: steps, maximumChanges: choices.element(of: [1, 2, 3, 1_000]),
-                      maximumBodyBytes: tiny ? choices.element(of: [4 << 10, 16 << 10, 64 << 10]) : nil,
-                      maximumPageBytes: choices.element(of: [1 << 10, 4 << 10, 8 << 20]))
+        return Script(
+            steps: steps, maximumChanges: choices.element(of: [1, 2, 3, 1_000]),
+            maximumBodyBytes: tiny ? choices.element(of: [4 << 10, 16 << 10, 64 << 10]) : nil,
+            maximumPageBytes: choices.element(of: [1 << 10, 4 << 10, 8 << 20]))
     }
 
     /// The server's documents as the writes the server accepts make them, in order.
@@ -128,13 +132,14 @@ import Testing
             http: HTTPServerConfiguration(port: 0, threadCount: 2, maximumBodyBytes: bodyBytes ?? 16 << 20, loopbackOnly: true))
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         defer { proxy.stop() }
-        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(URL(string: "http://127.0.0.1:\(proxy.port)")!)
-            .storePath(folder.path("device.sqlite"))
-            .authToken(LiveSyncServer.token(of: "ana"))
-            .requestTimeout(.seconds(2))
-            .retryPolicy(RetryPolicy(initialDelay: .milliseconds(5), maximumDelay: .milliseconds(40)))
-            .build())
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(URL(string: "http://127.0.0.1:\(proxy.port)")!)
+                .storePath(folder.path("device.sqlite"))
+                .authToken(LiveSyncServer.token(of: "ana"))
+                .requestTimeout(.seconds(2))
+                .retryPolicy(RetryPolicy(initialDelay: .milliseconds(5), maximumDelay: .milliseconds(40)))
+                .build())
 
         var model = Model()
         var thrown = 0
@@ -158,7 +163,7 @@ import Testing
                     proxy.fault = fault
                 }
                 model.apply(step, largeIsRefused: bodyBytes != nil)
-            } catch where error.kind == .refused {
+            } catch  where error.kind == .refused {
                 // A write the server refused online (or the device at once: an update of a document
                 // it does not show): it must be one the model refuses.
                 thrown += 1
@@ -184,7 +189,9 @@ import Testing
             try await Task.sleep(for: .milliseconds(10))
         }
         await sync.forceSyncNow()
-        let problem = quiet ? try await differences(sync, live, model, thrown: thrown)
+        let problem =
+            quiet
+            ? try await differences(sync, live, model, thrown: thrown)
             : "still \(await sync.pendingCount) writes pending; state \(sync.syncState), \(String(describing: await sync.lastError))"
         await sync.close()
         await live.stop()
@@ -195,7 +202,9 @@ import Testing
         for (index, key) in keys.enumerated() {
             let onServer = try? live.service.document(key, caller: .user("ana")).state.document
             let wanted = model.documents[index].map(Value.map)
-            if onServer != wanted { return "\(key) is \(Self.short(onServer)) on the server; the accepted writes make it \(Self.short(wanted))" }
+            if onServer != wanted {
+                return "\(key) is \(Self.short(onServer)) on the server; the accepted writes make it \(Self.short(wanted))"
+            }
             let shown = try await sync.collection(key.collection).document(key.id).getDocument(source: .cache).data
             if shown != onServer { return "\(key) shows \(Self.short(shown)); the server has \(Self.short(onServer))" }
         }

@@ -1,9 +1,10 @@
 import AbrovaCore
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// The seed's table: a write made while the server answers is saved on the server as written,
 /// whatever the collection's strategy; the strategy settles the writes that waited in the queue.
@@ -17,7 +18,9 @@ import Testing
     }
 
     /// Both devices have seen `{jersey: 1, size: "M"}`; then the first sets `jersey: 7` online.
-    func twoDevicesAfterTheFirstSetSeven(_ live: LiveSyncServer, _ strategy: ConflictStrategy) async throws -> (first: Device, second: Device) {
+    func twoDevicesAfterTheFirstSetSeven(_ live: LiveSyncServer, _ strategy: ConflictStrategy) async throws -> (
+        first: Device, second: Device
+    ) {
         let first = try Device(live, folder: folder, name: "first") { $0.conflictStrategy(strategy).conflictResolver { _ in .useServer } }
         let second = try Device(live, folder: folder, name: "second") { $0.conflictStrategy(strategy).conflictResolver { _ in .useServer } }
         try await first.carts.document("j1").setData(["jersey": 1, "size": "M"])
@@ -46,8 +49,9 @@ import Testing
         #expect(snapshot.metadata.conflicts.count == 1)
         #expect(replaced.path == (try FieldPath("jersey")) && replaced.serverValue == 7 && replaced.clientValue == 8)
         #expect(replaced.outcome == .clientWon)
-        #expect(await eventually { streamed.value.contains { $0.documentId == "j1" && $0.conflicts == [replaced] } },
-                "the conflicts stream did not hear of it")
+        #expect(
+            await eventually { streamed.value.contains { $0.documentId == "j1" && $0.conflicts == [replaced] } },
+            "the conflicts stream did not hear of it")
         await live.stop()
     }
 
@@ -67,13 +71,14 @@ import Testing
         let live = try LiveSyncServer(rules: RuleBook(fallback: SwitchableRules()))
         // Batches of one change, each push 200 ms: the two refused writes, composed offline, are
         // sent again one by one ahead of the online write while its call waits.
-        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(live.url)
-            .storePath(folder.path("slow.sqlite"))
-            .authToken(LiveSyncServer.token(of: "ana"))
-            .maximumBatchChanges(1)
-            .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(200)) }
-            .build())
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(live.url)
+                .storePath(folder.path("slow.sqlite"))
+                .authToken(LiveSyncServer.token(of: "ana"))
+                .maximumBatchChanges(1)
+                .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(200)) }
+                .build())
         live.onStop { await sync.close() }
         let rejections = Locked<[DocumentRejection]>([])
         let stream = sync.documentRejections
@@ -85,7 +90,7 @@ import Testing
         try await notes.document("j1").setData(["n": 1, "invalid": true])
         try await notes.document("j1").setData(["n": 2, "invalid": true])
         await sync.reconnect()
-        try await Task.sleep(for: .milliseconds(50))  // the composed change is on its way
+        try await Task.sleep(for: .milliseconds(50)) // the composed change is on its way
         let snapshot = try await notes.document("j1").setData(["n": 4])
         #expect(!snapshot.metadata.hasPendingWrites && snapshot.data == ["n": 4])
         #expect(try live.service.document(DocumentKey(collection: "notes", id: "j1"), caller: .user("ana")).state.document == ["n": 4])
@@ -101,21 +106,26 @@ import Testing
         // 1,200 documents: three pages of 500, each pull taking 400 ms.
         for batch in 0..<2 {
             let changes = try (0..<600).map { index in
-                (DocumentKey(collection: "carts", id: "c\(batch)-\(index)"), try DocumentDelta.create(["n": .int(Int64(index))], base: .zero))
+                (
+                    DocumentKey(collection: "carts", id: "c\(batch)-\(index)"),
+                    try DocumentDelta.create(["n": .int(Int64(index))], base: .zero)
+                )
             }
             _ = try live.service.push(makeRequest(changes, client: "seed", sequence: Int64(batch + 1)), caller: .user("ana"))
         }
         let made = Locked<PullCountingTransport?>(nil)
-        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(live.url)
-            .storePath(folder.path("pulling.sqlite"))
-            .authToken(LiveSyncServer.token(of: "ana"))
-            .transport { token in
-                let transport = PullCountingTransport(SlowTransport(live.makeTransport(as: nil, token: token), pullDelay: .milliseconds(400)))
-                made.update { $0 = transport }
-                return transport
-            }
-            .build())
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(live.url)
+                .storePath(folder.path("pulling.sqlite"))
+                .authToken(LiveSyncServer.token(of: "ana"))
+                .transport { token in
+                    let transport = PullCountingTransport(
+                        SlowTransport(live.makeTransport(as: nil, token: token), pullDelay: .milliseconds(400)))
+                    made.update { $0 = transport }
+                    return transport
+                }
+                .build())
         live.onStop { await sync.close() }
         let transport = try #require(made.value)
         #expect(await eventually(30) { transport.begun.value >= 1 }, "the first sync did not start")

@@ -10,11 +10,13 @@ import Testing
     let folder = TemporaryFolder()
 
     func victim(_ live: LiveSyncServer, resolverDelay: Int?) throws -> ChildProcess {
-        try ChildProcess("abrova-chaos-client", [
-            "drive", "--store", folder.path("victim.sqlite"), "--server", live.url.absoluteString, "--name", "victim",
-            "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"),
-        ], logPath: folder.path("victim-\(resolverDelay == nil ? "after" : "before").log"),
-           environment: resolverDelay.map { ["ABROVA_CHAOS_RESOLVER_DELAY_MS": String($0)] } ?? [:], isDriven: true)
+        try ChildProcess(
+            "abrova-chaos-client",
+            [
+                "drive", "--store", folder.path("victim.sqlite"), "--server", live.url.absoluteString, "--name", "victim",
+                "--api-key", LiveSyncServer.apiKey, "--token", LiveSyncServer.token(of: "ana"),
+            ], logPath: folder.path("victim-\(resolverDelay == nil ? "after" : "before").log"),
+            environment: resolverDelay.map { ["ABROVA_CHAOS_RESOLVER_DELAY_MS": String($0)] } ?? [:], isDriven: true)
     }
 
     @Test func aDeviceKilledWhileItsResolverDecidesAsksItAgainAtTheNextStart() async throws {

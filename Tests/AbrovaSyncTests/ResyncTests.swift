@@ -1,9 +1,10 @@
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// The device holds exactly what the server would give it now, plus its own unsent writes: after
 /// a "resync required" (410), after a cursor the server does not know (its database replaced),
@@ -25,12 +26,12 @@ import Testing
         await ben.sync.forceSyncNow()
         #expect(try await cachedIDs(ben) == ["gone", "kept", "edited"])
         await ben.sync.disconnect()
-        try await ben.carts.document("mine").setData(["n": 2])  // unsent while the resync happens
-        try await ben.carts.document("edited").updateData(["m": 5])  // unsent, on a document deleted meanwhile
+        try await ben.carts.document("mine").setData(["n": 2]) // unsent while the resync happens
+        try await ben.carts.document("edited").updateData(["m": 5]) // unsent, on a document deleted meanwhile
         try await ana.carts.document("gone").delete()
         try await ana.carts.document("edited").delete()
         live.advance(by: 120)
-        try live.service.purgeExpiredTombstones()  // ben's cursor is now older than a removed delete
+        try live.service.purgeExpiredTombstones() // ben's cursor is now older than a removed delete
         let seen = Locked<[DocumentSnapshot]>([])
         let listener = await ben.carts.document("gone").addSnapshotListener { snapshot in seen.update { $0.append(snapshot) } }
         await ben.sync.reconnect()
@@ -51,8 +52,9 @@ import Testing
         let path = folder.path("device.sqlite")
         let first = try LiveSyncServer()
         do {
-            let device = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-                .serverURL(first.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
+            let device = try AbrovaSync(
+                config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                    .serverURL(first.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
             try await device.collection("carts").document("old").setData(["n": 1])
             await device.forceSyncNow()
             await device.close()
@@ -62,8 +64,9 @@ import Testing
         let second = try LiveSyncServer()
         let other = try Device(second, folder: folder, name: "other")
         try await other.carts.document("new").setData(["n": 2])
-        let device = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(second.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
+        let device = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(second.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
         second.onStop { await device.close() }
         await device.forceSyncNow()
         #expect(second.exchanges.contains { $0.path == "/v1/pull" && $0.status == 400 }, "the server knew the cursor")
@@ -86,8 +89,9 @@ import Testing
         // The same database, now served with owner-only reads everywhere.
         let store = try SQLiteServerStore(path: first.folder.path("server.sqlite"))
         let second = try LiveSyncServer(rules: RuleBook(), store: store)
-        let benAgain = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(second.url).storePath(folder.path("ben.sqlite")).authToken(LiveSyncServer.token(of: "ben")).build())
+        let benAgain = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(second.url).storePath(folder.path("ben.sqlite")).authToken(LiveSyncServer.token(of: "ben")).build())
         second.onStop { await benAgain.close() }
         await benAgain.forceSyncNow()
         #expect(second.exchanges.contains { $0.path == "/v1/pull" && $0.status == 410 }, "the server never said resync")

@@ -157,8 +157,10 @@ struct Device {
     let sync: AbrovaSync
     let transport: CuttableTransport
 
-    init(_ live: LiveSyncServer, user: String = "ana", folder: TemporaryFolder, name: String = "device", startsOffline: Bool = false,
-         configure: (AbrovaSyncConfigBuilder) -> AbrovaSyncConfigBuilder = { $0 }) throws {
+    init(
+        _ live: LiveSyncServer, user: String = "ana", folder: TemporaryFolder, name: String = "device", startsOffline: Bool = false,
+        configure: (AbrovaSyncConfigBuilder) -> AbrovaSyncConfigBuilder = { $0 }
+    ) throws {
         let made = Locked<CuttableTransport?>(nil)
         let builder = AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
             .serverURL(live.url)

@@ -1,8 +1,9 @@
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// The seed's table ("When the cache is used") and its queued writes, row by row, against the real
 /// server over HTTP on loopback.
@@ -31,18 +32,19 @@ import Testing
         let live = try LiveSyncServer()
         // Batches of one change, each push 200 ms: the run that sends the queue is still pushing
         // when the app writes, and takes the write into one of its later batches.
-        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(live.url)
-            .storePath(folder.path("slow.sqlite"))
-            .authToken(LiveSyncServer.token(of: "ana"))
-            .maximumBatchChanges(1)
-            .transport { _ in SlowTransport(live.makeTransport(as: "ana"), pushDelay: .milliseconds(200)) }
-            .build())
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(live.url)
+                .storePath(folder.path("slow.sqlite"))
+                .authToken(LiveSyncServer.token(of: "ana"))
+                .maximumBatchChanges(1)
+                .transport { _ in SlowTransport(live.makeTransport(as: "ana"), pushDelay: .milliseconds(200)) }
+                .build())
         live.onStop { await sync.close() }
         await sync.disconnect()
         for index in 0..<3 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
         await sync.reconnect()
-        try await Task.sleep(for: .milliseconds(100))  // the run is pushing its first batch
+        try await Task.sleep(for: .milliseconds(100)) // the run is pushing its first batch
         let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])
         #expect(!snapshot.metadata.isFromCache && !snapshot.metadata.hasPendingWrites)
@@ -56,9 +58,9 @@ import Testing
         await device.sync.forceSyncNow()
         try await other.carts.document("c1").setData(["qty": 1, "note": "from the other device"])
         await device.sync.disconnect()
-        try await device.carts.document("c1").setData(["qty": 5])  // queued: the device knew nothing of c1
+        try await device.carts.document("c1").setData(["qty": 5]) // queued: the device knew nothing of c1
         await device.sync.reconnect()
-        await device.sync.disconnect()  // the read below must not be helped by a sync
+        await device.sync.disconnect() // the read below must not be helped by a sync
         let fromCache = try await device.carts.document("c1").getDocument()
         #expect(fromCache.metadata.isFromCache && fromCache.data == ["qty": 5])
         await device.sync.reconnect()
@@ -82,7 +84,7 @@ import Testing
         #expect(try serverDocument(live, milk) == nil)
         let read = try await device.carts.document("c1").getDocument()
         #expect(read.metadata.isFromCache && read.data == ["items": ["milk"]])
-        device.transport.isCut = false  // the probe notices, and sync on reconnect sends the queue
+        device.transport.isCut = false // the probe notices, and sync on reconnect sends the queue
         #expect(await eventually { await device.sync.pendingCount == 0 })
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])
         #expect(await eventually { device.sync.syncState == .idle })
@@ -190,7 +192,7 @@ import Testing
         try await orders.document("deleted").setData(["n": 1])
         await device.sync.disconnect()
         try await orders.document("created").setData(["n": 1])
-        try await device.carts.document("c1").setData(["items": ["milk"]])  // allowed: must go through
+        try await device.carts.document("c1").setData(["items": ["milk"]]) // allowed: must go through
         try await orders.document("updated").updateData(["n": 2])
         try await orders.document("deleted").delete()
         let snapshots = Locked<[DocumentSnapshot]>([])
@@ -199,8 +201,9 @@ import Testing
         await device.sync.reconnect()
         #expect(await eventually { await device.sync.pendingCount == 0 })
         #expect(await eventually { rejections.value.count == 3 })
-        #expect(Set(rejections.value.map { "\($0.documentId) \($0.operation) \($0.error.statusCode ?? 0)" })
-                    == ["created create 403", "updated update 403", "deleted delete 403"])
+        #expect(
+            Set(rejections.value.map { "\($0.documentId) \($0.operation) \($0.error.statusCode ?? 0)" })
+                == ["created create 403", "updated update 403", "deleted delete 403"])
         #expect(Set(listener.rejected.value) == ["created create 403", "updated update 403", "deleted delete 403"])
         #expect(try await orders.document("created").getDocument(source: .cache).data == nil)
         #expect(try await orders.document("updated").getDocument(source: .cache).data == ["n": 1])
@@ -223,7 +226,7 @@ import Testing
         #expect(await device.sync.pendingCount == 2_000)
         await device.sync.reconnect()
         #expect(await eventually(60) { await device.sync.pendingCount == 0 })
-        #expect(device.transport.pushCount == 4)  // batches of 500
+        #expect(device.transport.pushCount == 4) // batches of 500
         // Versions follow the writes' order, each write applied once.
         let versions = try (0..<2_000).map { index in
             try live.service.document(DocumentKey(collection: "items", id: "i\(index)"), caller: .user("ana")).version
@@ -240,13 +243,16 @@ import Testing
             try await device.carts.document("c1").setData(["items": ["milk"]])
             await device.sync.close()
         }
-        let restarted = try Device(live, folder: folder)  // same store file; starts a sync at once
+        let restarted = try Device(live, folder: folder) // same store file; starts a sync at once
         let sent = await eventually(40) { await restarted.sync.pendingCount == 0 }
         let lastError = await restarted.sync.lastError
         let runs = await restarted.sync.engine.runsStarted
         let pending = await restarted.sync.pendingCount
         let frozen = try await restarted.sync.store.freezeBatch()
-        #expect(sent, "state \(restarted.sync.syncState), error \(String(describing: lastError)), pushes \(restarted.transport.pushCount), runs \(runs), pending \(pending), frozen now \(String(describing: frozen?.batch.changes.count))")
+        #expect(
+            sent,
+            "state \(restarted.sync.syncState), error \(String(describing: lastError)), pushes \(restarted.transport.pushCount), runs \(runs), pending \(pending), frozen now \(String(describing: frozen?.batch.changes.count))"
+        )
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])
         await live.stop()
     }
@@ -254,10 +260,10 @@ import Testing
     @Test func anAppStartedWithoutANetworkSendsItsWritesWhenOneAppears() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder, startsOffline: true)
-        try await device.carts.document("c1").setData(["items": ["milk"]])  // the first sync failed: queued
+        try await device.carts.document("c1").setData(["items": ["milk"]]) // the first sync failed: queued
         #expect(await eventually { device.sync.syncState == .offline })
         #expect(await device.sync.pendingCount == 1)
-        device.transport.isCut = false  // no write, no call: the probe finds the server by itself
+        device.transport.isCut = false // no write, no call: the probe finds the server by itself
         #expect(await eventually { await device.sync.pendingCount == 0 })
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])
         await live.stop()
@@ -286,7 +292,7 @@ import Testing
         try await device.carts.document("c1").setData(["items": ["milk"]])
         #expect(device.sync.syncState == .offline && device.transport.pushCount == 0)
         device.transport.isCut = false
-        let center = NotificationCenter()  // the app framework's, here posted by hand
+        let center = NotificationCenter() // the app framework's, here posted by hand
         let signals = PlatformSignals(engine: { [engine = device.sync.engine] in engine }, notificationCenter: center)
         center.post(name: PlatformSignals.foregroundNotification, object: nil)
         #expect(await eventually { await device.sync.pendingCount == 0 })
@@ -302,7 +308,7 @@ import Testing
         let before = await device.sync.engine.runsStarted
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["items": ["milk"]])
-        await device.sync.reconnect()  // starts a run
+        await device.sync.reconnect() // starts a run
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<10 { group.addTask { await device.sync.forceSyncNow() } }
         }
@@ -314,7 +320,7 @@ import Testing
 
     @Test func anExpiredTokenKeepsTheQueueUntilItIsReplaced() async throws {
         let live = try LiveSyncServer()
-        let device = try Device(live, user: "nobody", folder: folder)  // a token the server does not know
+        let device = try Device(live, user: "nobody", folder: folder) // a token the server does not know
         await device.sync.forceSyncNow()
         #expect(device.sync.syncState == .error)
         #expect(await device.sync.lastError?.statusCode == 401)

@@ -1,8 +1,9 @@
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// The four strategies end to end: two devices edit one shopping cart offline, then reconnect one
 /// after the other against the real server; both end with the same cart, as the strategy says.
@@ -59,13 +60,15 @@ import Testing
         }
         await ben.sync.forceSyncNow()
         await ana.sync.forceSyncNow()
-        let outcome = Outcome(cart: try await ben.carts.document("c1").getDocument(source: .cache).data?.mapValue,
-                              otherCart: try await cart.getDocument(source: .cache).data?.mapValue,
-                              conflicts: listener.conflicts.value, resolverCalls: calls.value)
+        let outcome = Outcome(
+            cart: try await ben.carts.document("c1").getDocument(source: .cache).data?.mapValue,
+            otherCart: try await cart.getDocument(source: .cache).data?.mapValue,
+            conflicts: listener.conflicts.value, resolverCalls: calls.value)
         #expect(outcome.cart == outcome.otherCart, "the devices disagree")
         // The stream hears what the listener hears.
-        #expect(await eventually { streamed.value.map(\.conflicts) == listener.conflicts.value.map(\.conflicts) },
-                "the conflicts stream heard \(streamed.value.count), the listener \(listener.conflicts.value.count)")
+        #expect(
+            await eventually { streamed.value.map(\.conflicts) == listener.conflicts.value.map(\.conflicts) },
+            "the conflicts stream heard \(streamed.value.count), the listener \(listener.conflicts.value.count)")
         let server = try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document?.mapValue
         #expect(outcome.cart == server, "the device and the server disagree")
         await live.stop()
@@ -127,7 +130,9 @@ import Testing
     @Test func eachCollectionSettlesItsConflictsByItsOwnStrategyInOneBatch() async throws {
         let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser))
         func device(_ user: String) throws -> Device {
-            try Device(live, user: user, folder: folder, name: user) { $0.conflictStrategy(.serverWins).conflictStrategy(.clientWins, for: "notes") }
+            try Device(live, user: user, folder: folder, name: user) {
+                $0.conflictStrategy(.serverWins).conflictStrategy(.clientWins, for: "notes")
+            }
         }
         let ana = try device("ana")
         let ben = try device("ben")
@@ -145,8 +150,8 @@ import Testing
         await ben.sync.reconnect()
         #expect(await eventually { await ben.sync.pendingCount == 0 })
         #expect(ben.transport.pushCount == 1, "one batch held both collections")
-        #expect(try await ben.carts.document("c1").getDocument(source: .server).data == ["qty": 2])  // serverWins
-        #expect(try await ben.sync.collection("notes").document("n1").getDocument(source: .server).data == ["text": "ben's"])  // clientWins
+        #expect(try await ben.carts.document("c1").getDocument(source: .server).data == ["qty": 2]) // serverWins
+        #expect(try await ben.sync.collection("notes").document("n1").getDocument(source: .server).data == ["text": "ben's"]) // clientWins
         await live.stop()
     }
 
@@ -192,10 +197,11 @@ import Testing
         userChose.update { $0 = true }
         #expect(wroteBeforeTheUserChose, "the online write waited for the resolver")
         #expect(!snapshot.metadata.hasPendingWrites)
-        #expect(await eventually {
-            (try? live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document)
-                == ["qty": 3, "note": "while deciding"]
-        }, "the resolution and the write after it were not sent")
+        #expect(
+            await eventually {
+                (try? live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document)
+                    == ["qty": 3, "note": "while deciding"]
+            }, "the resolution and the write after it were not sent")
         #expect(try await ben.carts.document("c1").getDocument(source: .cache).data == ["qty": 3, "note": "while deciding"])
         await live.stop()
     }

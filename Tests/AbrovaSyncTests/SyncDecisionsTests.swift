@@ -1,7 +1,8 @@
-@testable import AbrovaSync
 import AbrovaWire
-import Testing
 import Foundation
+import Testing
+
+@testable import AbrovaSync
 
 /// The engine's decisions, event by event, without a network.
 @Suite struct SyncDecisionsTests {
@@ -50,7 +51,9 @@ import Foundation
         _ = decisions.handle(.runStarted)
         #expect(decisions.handle(.runEnded(.unauthorized)) == [])
         #expect(decisions.syncState == .error && decisions.connection == .error)
-        #expect(decisions.handle(.runReachedServer) == [] && decisions.connection == .error, "a reachable server does not clear a refused token")
+        #expect(
+            decisions.handle(.runReachedServer) == [] && decisions.connection == .error, "a reachable server does not clear a refused token"
+        )
         #expect(decisions.handle(.tokenReplaced) == [.sync] && decisions.connection == .connecting)
         _ = decisions.handle(.runEnded(.completed))
         #expect(decisions.syncState == .idle && decisions.connection == .connected)
@@ -68,7 +71,8 @@ import Foundation
         #expect(decisions.handle(.networkAvailable) == [], "nothing to do while the server answers")
         #expect(decisions.handle(.networkLost) == [.startProbing] && !decisions.isOnline && decisions.syncState == .offline)
         #expect(decisions.handle(.networkLost) == [])
-        #expect(decisions.handle(.networkAvailable) == [.probeNow] && !decisions.isOnline, "the probe, not the path, says the server is back")
+        #expect(
+            decisions.handle(.networkAvailable) == [.probeNow] && !decisions.isOnline, "the probe, not the path, says the server is back")
         #expect(decisions.handle(.probeFoundServer) == [.sync])
         _ = decisions.handle(.disconnect)
         #expect(decisions.handle(.networkLost) == [] && decisions.handle(.networkAvailable) == [], "the app's disconnect wins")
@@ -114,7 +118,9 @@ import Foundation
     @Test func onlyASizeOrUnreadableChangeRefusalSplitsAndOnlyAChangeAloneIsRejected() {
         #expect(BatchRefusal(.refused(reason: .tooLarge, message: "too large"), changes: 9) == .split)
         #expect(BatchRefusal(.refused(reason: .invalid, message: "bad delta"), changes: 2) == .split)
-        #expect(BatchRefusal(.refused(reason: .tooLarge, message: "too large"), changes: 1) == .rejectChange(reason: .tooLarge, message: "too large"))
+        #expect(
+            BatchRefusal(.refused(reason: .tooLarge, message: "too large"), changes: 1)
+                == .rejectChange(reason: .tooLarge, message: "too large"))
         for reason in [Refusal.Reason.forbidden, .notFound, .methodNotAllowed, .staleBatch, .unsupportedEncoding, .reusedBatch] {
             #expect(BatchRefusal(.refused(reason: reason, message: "no"), changes: 1) == .endRun, "\(reason)")
         }
@@ -141,6 +147,8 @@ import Foundation
         #expect(AbrovaSyncConfigBuilder.fileName("a b") != AbrovaSyncConfigBuilder.fileName("a_b"))
         #expect(AbrovaSyncConfigBuilder.fileName("") == "~")
         let long = String(repeating: "x", count: 300)
-        #expect(AbrovaSyncConfigBuilder.fileName(long).count < 200 && AbrovaSyncConfigBuilder.fileName(long) != AbrovaSyncConfigBuilder.fileName(long + "y"))
+        #expect(
+            AbrovaSyncConfigBuilder.fileName(long).count < 200
+                && AbrovaSyncConfigBuilder.fileName(long) != AbrovaSyncConfigBuilder.fileName(long + "y"))
     }
 }

@@ -1,9 +1,10 @@
 import AbrovaCore
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// The engine's promises beyond the seed's table: resyncs, the exact pending count, a write that
 /// can never succeed, the streams.
@@ -19,11 +20,11 @@ import Testing
         await ben.sync.forceSyncNow()
         #expect(try await ben.carts.document("gone").getDocument(source: .cache).exists)
         await ben.sync.disconnect()
-        try await ben.carts.document("mine").setData(["n": 2])  // unsent while the resync happens
+        try await ben.carts.document("mine").setData(["n": 2]) // unsent while the resync happens
         try await ana.carts.document("gone").delete()
         try await ana.carts.document("kept").updateData(["n": 3])
         live.advance(by: 120)
-        try live.service.purgeExpiredTombstones()  // ben's cursor is now older than a removed delete
+        try live.service.purgeExpiredTombstones() // ben's cursor is now older than a removed delete
         await ben.sync.reconnect()
         #expect(await eventually { await ben.sync.pendingCount == 0 })
         await ben.sync.forceSyncNow()
@@ -57,13 +58,17 @@ import Testing
     @Test func aBatchWhoseAnswerWasLostIsRetriedAndAppliedOnce() async throws {
         let failNext = Locked(true)
         let live = try LiveSyncServer(afterPushCommit: { _ in
-            if failNext.update({ flag in defer { flag = false }; return flag }) { throw CancellationError() }
+            if failNext.update({ flag in
+                defer { flag = false }; return flag
+            }) {
+                throw CancellationError()
+            }
         })
         let device = try Device(live, folder: folder)
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["qty": 1])
         try await device.carts.document("c1").updateData(["qty": 2])
-        await device.sync.reconnect()  // the first push commits, then its answer is lost (500)
+        await device.sync.reconnect() // the first push commits, then its answer is lost (500)
         // Generous: under a load of 7 on 2 cores a request has been seen to wait for its timeout.
         #expect(await eventually(40) { await device.sync.pendingCount == 0 })
         #expect(device.transport.pushCount >= 2)
@@ -86,7 +91,7 @@ import Testing
         #expect(await eventually { counts.value.last == 0 })
         await device.sync.disconnect()
         try await device.carts.document("a").setData(["n": 1])
-        try await device.carts.document("a").updateData(["n": 2])  // composes: still two writes waiting
+        try await device.carts.document("a").updateData(["n": 2]) // composes: still two writes waiting
         try await device.carts.document("b").setData(["n": 1])
         #expect(await eventually { counts.value.last == 3 })
         #expect(await device.sync.pendingCount == 3)
@@ -104,7 +109,7 @@ import Testing
         await device.sync.forceSyncNow()
         await device.sync.disconnect()
         try await device.carts.document("first").setData(["n": 1])
-        try await device.carts.document("bad").setData(["invalid": true])  // the validation rules refuse it
+        try await device.carts.document("bad").setData(["invalid": true]) // the validation rules refuse it
         try await device.carts.document("last").setData(["n": 3])
         let rejections = Locked<[DocumentRejection]>([])
         let stream = device.sync.documentRejections

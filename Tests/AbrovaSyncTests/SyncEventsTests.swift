@@ -1,10 +1,12 @@
-@testable import AbrovaSync
 import Testing
+
+@testable import AbrovaSync
 
 /// The event hub and its adapters, without a server: what one emitted event reaches.
 @Suite struct SyncEventsTests {
-    static let rejection = DocumentRejection(documentId: "bad", collection: "carts", operation: .create,
-                                             error: AbrovaSyncError(.refused, reason: .forbidden, message: "the rules refused it"))
+    static let rejection = DocumentRejection(
+        documentId: "bad", collection: "carts", operation: .create,
+        error: AbrovaSyncError(.refused, reason: .forbidden, message: "the rules refused it"))
 
     @MainActor @Test func oneRejectionReachesTheStreamTheCallbackTheListenerAndTheStatusOnceEach() async {
         let events = SyncEvents()
@@ -125,9 +127,10 @@ import Testing
         events.emit(.pendingCount(3))
         events.emit(.progress(step))
 
-        #expect(await eventually { @MainActor in
-            status.syncState == .syncing && status.connectionState == .connected && status.pendingCount == 3 && status.progress == step
-        })
+        #expect(
+            await eventually { @MainActor in
+                status.syncState == .syncing && status.connectionState == .connected && status.pendingCount == 3 && status.progress == step
+            })
     }
 }
 

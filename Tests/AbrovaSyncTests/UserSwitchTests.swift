@@ -1,8 +1,9 @@
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// One SDK instance, two users one after the other (a shared family tablet, sign-out then
 /// sign-in): each user has their own store, nobody sees the other's documents, and no queue goes
@@ -102,19 +103,20 @@ import Testing
         let live = try LiveSyncServer()
         // Batches of one change, each push 300 ms: the run is still sending Ana's queue when the
         // app puts Ben's token in place.
-        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(live.url)
-            .storePath(folder.path("tablet.sqlite"))
-            .authToken(LiveSyncServer.token(of: "ana"))
-            .maximumBatchChanges(1)
-            .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(300)) }
-            .build())
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(live.url)
+                .storePath(folder.path("tablet.sqlite"))
+                .authToken(LiveSyncServer.token(of: "ana"))
+                .maximumBatchChanges(1)
+                .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(300)) }
+                .build())
         live.onStop { await sync.close() }
         await sync.forceSyncNow()
         await sync.disconnect()
         for index in 0..<4 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
         await sync.reconnect()
-        try await Task.sleep(for: .milliseconds(100))  // the first batch is on its way
+        try await Task.sleep(for: .milliseconds(100)) // the first batch is on its way
         await sync.setAuthToken(LiveSyncServer.token(of: "ben"))
         try await Task.sleep(for: .milliseconds(700))
         for index in 0..<4 {
@@ -145,7 +147,9 @@ import Testing
         #expect(try chosen.storePath(ofAnotherUser: "ben") == "/data/app/cart~ben.sqlite")
         #expect(try chosen.storePath(ofAnotherUser: nil) == "/data/app/cart~~anonymous.sqlite")
         let byDefault = try AbrovaSyncConfigBuilder(apiKey: "k").userId("ana").build()
-        #expect(try byDefault.storePath(ofAnotherUser: "ben") == URL(fileURLWithPath: byDefault.storePath).deletingLastPathComponent()
-            .appendingPathComponent("ben.sqlite").path)
+        #expect(
+            try byDefault.storePath(ofAnotherUser: "ben")
+                == URL(fileURLWithPath: byDefault.storePath).deletingLastPathComponent()
+                .appendingPathComponent("ben.sqlite").path)
     }
 }

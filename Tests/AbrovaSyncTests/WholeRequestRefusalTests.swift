@@ -1,10 +1,11 @@
 import AbrovaHTTP
 import AbrovaServer
-@testable import AbrovaSync
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
 import Testing
+
+@testable import AbrovaSync
 
 /// A refusal of a whole request is not a refusal of its changes (DESIGN.md, lessons of the first
 /// milestone): only the sync server's per-change answer rejects a change. Batches are cut by the
@@ -15,8 +16,9 @@ import Testing
 
     /// A server that takes bodies of at most 64 KiB, as sent and after decompression.
     static func tinyServer(limits: WireLimits = WireLimits()) throws -> LiveSyncServer {
-        try LiveSyncServer(limits: limits, bodyLimits: BodyLimits(maximumDecompressedBytes: 64 << 10, maximumBodyBytes: 64 << 10),
-                           http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 64 << 10, loopbackOnly: true))
+        try LiveSyncServer(
+            limits: limits, bodyLimits: BodyLimits(maximumDecompressedBytes: 64 << 10, maximumBodyBytes: 64 << 10),
+            http: HTTPServerConfiguration(port: 0, maximumBodyBytes: 64 << 10, loopbackOnly: true))
     }
 
     /// A note of about `bytes` bytes that zstd cannot shrink much (random letters).
@@ -31,7 +33,8 @@ import Testing
     }
 
     func writeNotesOfflineThenReconnect(_ live: LiveSyncServer, announcesLimits: Bool, sizes: [Int]) async throws
-        -> (device: Device, rejections: Locked<[DocumentRejection]>) {
+        -> (device: Device, rejections: Locked<[DocumentRejection]>)
+    {
         let device = try Device(live, folder: folder, startsOffline: true)
         device.transport.announcesLimits = announcesLimits
         let rejections = Locked<[DocumentRejection]>([])
@@ -49,8 +52,9 @@ import Testing
     func queuedWritesLargerTogetherThanTheServersBodyLimitAllArrive(announcesLimits: Bool) async throws {
         let live = try Self.tinyServer()
         // 20 notes of 10 KB: 200 KB in one batch of the SDK's 500 changes, over the 64 KiB limit.
-        let (device, rejections) = try await writeNotesOfflineThenReconnect(live, announcesLimits: announcesLimits,
-                                                                            sizes: Array(repeating: 10_000, count: 20))
+        let (device, rejections) = try await writeNotesOfflineThenReconnect(
+            live, announcesLimits: announcesLimits,
+            sizes: Array(repeating: 10_000, count: 20))
         #expect(await eventually { await device.sync.pendingCount == 0 })
         #expect(try serverIDs(live) == Set((0..<20).map { "n\($0)" }))
         #expect(rejections.value.isEmpty)
@@ -92,17 +96,21 @@ import Testing
         // A captive portal or a proxy in front of the server answers every request with its own
         // 404 page for the push; the sync server never sees it.
         let portal = try ScriptedServer { request in
-            request.path == "/v1/health" ? .json(status: 200, HealthResponse(limits: nil).body)
-                : request.path == "/v1/session" ? .json(status: 200, SessionResponse(user: "ana").body)
-                : HTTPResponse(status: 404, headers: [("Content-Type", "text/html")], body: Array("<html><body>Not Found</body></html>".utf8))
+            request.path == "/v1/health"
+                ? .json(status: 200, HealthResponse(limits: nil).body)
+                : request.path == "/v1/session"
+                    ? .json(status: 200, SessionResponse(user: "ana").body)
+                    : HTTPResponse(
+                        status: 404, headers: [("Content-Type", "text/html")], body: Array("<html><body>Not Found</body></html>".utf8))
         }
         let path = folder.path("device.sqlite")
         let rejections = Locked<[DocumentRejection]>([])
         do {
-            let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-                .serverURL(portal.url).storePath(path).authToken(LiveSyncServer.token(of: "ana"))
-                .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)))
-                .build())
+            let sync = try AbrovaSync(
+                config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                    .serverURL(portal.url).storePath(path).authToken(LiveSyncServer.token(of: "ana"))
+                    .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)))
+                    .build())
             let stream = sync.documentRejections
             Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }
             let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
@@ -117,24 +125,31 @@ import Testing
         await portal.stop()
         // The same device, once the real server is reached, sends the write.
         let live = try LiveSyncServer()
-        let sync = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(live.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(live.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
         live.onStop { await sync.close() }
         await sync.forceSyncNow()
-        #expect(try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document == ["items": ["milk"]])
+        #expect(
+            try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document == [
+                "items": ["milk"]
+            ])
         await live.stop()
     }
 
     @Test func aPageOfLargeDocumentsIsCutByBytesSoADeviceWithASmallAnswerLimitSyncsThemAll() async throws {
         let live = try LiveSyncServer(limits: WireLimits(maximumPageBytes: 100_000))
         let writer = try Device(live, user: "ana", folder: folder, name: "writer")
-        for index in 0..<12 { try await writer.sync.collection("notes").document("n\(index)").setData(Self.note(40_000, seed: UInt64(index))) }
+        for index in 0..<12 {
+            try await writer.sync.collection("notes").document("n\(index)").setData(Self.note(40_000, seed: UInt64(index)))
+        }
         // A page of 500 would be about 1 MB (each note as data and as state); this device takes
         // answers of 300 kB at most.
-        let reader = try AbrovaSync(config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-            .serverURL(live.url).storePath(folder.path("reader.sqlite")).authToken(LiveSyncServer.token(of: "ana"))
-            .transport { token in live.makeTransport(as: nil, token: token, maximumAnswerBytes: 300_000) }
-            .build())
+        let reader = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(live.url).storePath(folder.path("reader.sqlite")).authToken(LiveSyncServer.token(of: "ana"))
+                .transport { token in live.makeTransport(as: nil, token: token, maximumAnswerBytes: 300_000) }
+                .build())
         live.onStop { await reader.close() }
         await reader.forceSyncNow()
         #expect(try await reader.collection("notes").getDocuments().count == 12)
@@ -161,7 +176,7 @@ import Testing
         Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }
         let document = device.sync.collection("shirts").document("s1")
         try await document.setData(["jersey": 2])
-        try await document.updateData(["invalid": true])  // the server's validation refuses it
+        try await document.updateData(["invalid": true]) // the server's validation refuses it
         device.transport.isCut = false
         await device.sync.forceSyncNow()
         #expect(await eventually { await device.sync.pendingCount == 0 })
@@ -178,8 +193,8 @@ import Testing
         await device.sync.forceSyncNow()
         await device.sync.disconnect()
         let document = device.sync.collection("shirts").document("s1")
-        try await document.setData(["jersey": 7])  // queued
-        await device.sync.reconnect()  // the queue waits for a sync
+        try await document.setData(["jersey": 7]) // queued
+        await device.sync.reconnect() // the queue waits for a sync
         do {
             try await document.updateData(["invalid": true])
             Issue.record("the refused update did not throw")

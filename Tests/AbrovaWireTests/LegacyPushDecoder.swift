@@ -1,5 +1,6 @@
-@testable import AbrovaCore
 import AbrovaWire
+
+@testable import AbrovaCore
 
 // The push decoder as it was before the one-pass reader (commit 0ddf230), kept as the oracle of the
 // differential test: the body parsed whole into a `Value` tree by the parser of that time, then
@@ -31,7 +32,8 @@ func legacyPushRequest(body: some Collection<UInt8>, limits: WireLimits = WireLi
     }
     guard case .array(let items)? = parts["changes"] else { throw Refusal.invalid("changes must be an array") }
     guard items.count <= limits.maximumChanges else {
-        throw Refusal(statusCode: 413, message: "the batch holds \(items.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
+        throw Refusal(
+            statusCode: 413, message: "the batch holds \(items.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
     }
     var changes: [BatchChange] = []
     changes.reserveCapacity(items.count)
@@ -49,8 +51,9 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
         }
     }
     let parts = try legacyFields(of: item, allowed: ["collection", "id", "delta", "strategy", "writes"], in: context)
-    let key = DocumentKey(collection: try legacyString(parts["collection"], named: "\(context).collection"),
-                          id: try legacyString(parts["id"], named: "\(context).id"))
+    let key = DocumentKey(
+        collection: try legacyString(parts["collection"], named: "\(context).collection"),
+        id: try legacyString(parts["id"], named: "\(context).id"))
     do {
         try key.validate()
     } catch {
@@ -71,8 +74,9 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
         strategy = own
     }
     guard let encodedDelta = parts["delta"] else { throw Refusal.invalid("\(context).delta is missing") }
-    _ = try legacyFields(of: encodedDelta, allowed: ["create", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
-                         in: "\(context).delta")
+    _ = try legacyFields(
+        of: encodedDelta, allowed: ["create", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
+        in: "\(context).delta")
     let delta: DocumentDelta
     do {
         delta = try legacyDelta(encoded: encodedDelta)
@@ -87,7 +91,8 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
 private func legacyFields(of value: Value, allowed: Set<String>, in context: String) throws(Refusal) -> [String: Value] {
     guard case .map(let parts) = value else { throw Refusal.invalid("\(context) must be a JSON object") }
     if let unknown = parts.keys.sorted().first(where: { !allowed.contains($0) }) {
-        throw Refusal.invalid("\(context) has an unknown key \"\(unknown.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
+        throw Refusal.invalid(
+            "\(context) has an unknown key \"\(unknown.prefix(60))\"; allowed: \(allowed.sorted().joined(separator: ", "))")
     }
     return parts
 }
@@ -130,7 +135,8 @@ private func legacyDelta(encoded value: Value) throws(ValueError) -> DocumentDel
     for (path, item) in try paths("setChanges") {
         let shape = "a set change is {\"add\": [...], \"remove\": [...], \"base\": version}"
         guard case .map(let change) = item, change["add"].map({ $0.arrayValue != nil }) ?? true,
-              change["remove"].map({ $0.arrayValue != nil }) ?? true else {
+            change["remove"].map({ $0.arrayValue != nil }) ?? true
+        else {
             throw ValueError(.malformedJSON, field: path.dotted, detail: shape)
         }
         if let unknown = change.keys.sorted().first(where: { $0 != "add" && $0 != "remove" && $0 != "base" }) {
@@ -142,11 +148,12 @@ private func legacyDelta(encoded value: Value) throws(ValueError) -> DocumentDel
         guard Set(adds).isDisjoint(with: removes) else {
             throw ValueError(.malformedJSON, field: path.dotted, detail: "an element is both added and removed")
         }
-        delta.setChanges[path] = DocumentDelta.SetChange(adds: Set(adds), removes: Set(removes),
-                                                         base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
+        delta.setChanges[path] = DocumentDelta.SetChange(
+            adds: Set(adds), removes: Set(removes),
+            base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
     }
     delta.noteNestedPaths()
-    try delta.checkWritesDoNotOverlap()  // a rule added after the tree decoder, kept by both
+    try delta.checkWritesDoNotOverlap() // a rule added after the tree decoder, kept by both
     return delta
 }
 
@@ -302,7 +309,7 @@ struct LegacyJSONParser {
     }
 
     private mutating func parseString() throws(ValueError) -> String {
-        index += 1  // opening quote
+        index += 1 // opening quote
         var utf8: [UInt8] = []
         while true {
             guard index < bytes.count else { throw malformed("unterminated string") }

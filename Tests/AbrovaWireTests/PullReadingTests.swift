@@ -1,7 +1,8 @@
 import AbrovaCore
 import AbrovaTestSupport
-@testable import AbrovaWire
 import Testing
+
+@testable import AbrovaWire
 
 /// A page read in one pass against the same page read as a tree: what the one pass takes, the
 /// tree takes alike; anything else is left to the tree.
@@ -12,11 +13,12 @@ import Testing
         for index in 0..<choices.int(in: 0...4) {
             var state = DocumentState()
             var version = Version(UInt64(choices.int(in: 1...1_000)))
-            let data: [String: Value] = switch choices.below(3) {
-            case 0: ["title": .string("t\(index)"), "qty": .int(Int64(index)), "price": .double(2.5), "done": .bool(true)]
-            case 1: ["address": ["city": "Lyon", "zip": .int(69_001)], "tags": ["a", "b"], "note": .null]
-            default: ["empty": .map([:]), "list": .array([.int(1), .array([])]), "text": "caf\u{e9} \"quoted\"\n"]
-            }
+            let data: [String: Value] =
+                switch choices.below(3) {
+                case 0: ["title": .string("t\(index)"), "qty": .int(Int64(index)), "price": .double(2.5), "done": .bool(true)]
+                case 1: ["address": ["city": "Lyon", "zip": .int(69_001)], "tags": ["a", "b"], "note": .null]
+                default: ["empty": .map([:]), "list": .array([.int(1), .array([])]), "text": "caf\u{e9} \"quoted\"\n"]
+                }
             state.applyLocally(try DocumentDelta.create(data, base: .zero), at: version)
             if choices.chance(oneIn: 2) {
                 version = version.next
@@ -25,7 +27,8 @@ import Testing
             }
             if choices.chance(oneIn: 3) {
                 version = version.next
-                state.applyLocally(try DocumentDelta.update(remove: [try FieldPath(data.keys.sorted()[0])], base: state.version), at: version)
+                state.applyLocally(
+                    try DocumentDelta.update(remove: [try FieldPath(data.keys.sorted()[0])], base: state.version), at: version)
             }
             if choices.chance(oneIn: 4) {
                 version = version.next
@@ -37,10 +40,13 @@ import Testing
     }
 
     @Test func bothReadingsAgree() async {
-        let failure = await Property.check("page readings agree", generate: { choices in
-            let page = (try? Self.page(&choices)) ?? PullResponse(documents: [], cursor: "", hasMore: false)
-            return (page: page, mutated: JSONMutation.mutated(page.body, &choices))
-        }) { input in
+        let failure = await Property.check(
+            "page readings agree",
+            generate: { choices in
+                let page = (try? Self.page(&choices)) ?? PullResponse(documents: [], cursor: "", hasMore: false)
+                return (page: page, mutated: JSONMutation.mutated(page.body, &choices))
+            }
+        ) { input in
             guard let read = PullResponse.readInOnePass(input.page.body), read == input.page else {
                 return "a page is not read back in one pass: \(String(decoding: input.page.body, as: UTF8.self))"
             }

@@ -1,7 +1,8 @@
 import AbrovaCore
 import AbrovaTestSupport
-@testable import AbrovaWire
 import Testing
+
+@testable import AbrovaWire
 
 /// The uncontested push answer read in one pass against the same answer read as a tree: what the
 /// one pass takes, the tree takes alike; anything else is left to the tree.
@@ -24,10 +25,13 @@ import Testing
     }
 
     @Test func bothReadingsAgree() async {
-        let failure = await Property.check("push answer readings agree", generate: { choices in
-            let answer = Self.answer(&choices)
-            return (answer: answer, mutated: JSONMutation.mutated(answer.body, &choices))
-        }) { input in
+        let failure = await Property.check(
+            "push answer readings agree",
+            generate: { choices in
+                let answer = Self.answer(&choices)
+                return (answer: answer, mutated: JSONMutation.mutated(answer.body, &choices))
+            }
+        ) { input in
             guard (try? PushResponse(body: input.answer.body)) == input.answer else {
                 return "an answer is not read back: \(String(decoding: input.answer.body, as: UTF8.self))"
             }

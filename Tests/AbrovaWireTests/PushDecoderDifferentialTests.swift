@@ -1,7 +1,8 @@
-@testable import AbrovaCore
 import AbrovaTestSupport
 import AbrovaWire
 import Testing
+
+@testable import AbrovaCore
 
 /// The one-pass push decoder against the tree decoder it replaced (LegacyPushDecoder.swift), over
 /// seeded random bodies: valid ones written from random batches (keys in any order, random
@@ -155,9 +156,11 @@ enum RandomBatch {
 
     static func make(_ choices: inout Choices) -> (Batch, ConflictStrategy) {
         let changes = (0..<choices.int(in: 1...4)).map { _ in
-            BatchChange(key: DocumentKey(collection: choices.element(of: ["carts", "todos", "c", "Col_-9"]),
-                                         id: choices.element(of: ["c1", "t-9", "p:oslo@2026", "...", "x=y+z~"])),
-                        delta: delta(&choices), writes: choices.int(in: 1...3))
+            BatchChange(
+                key: DocumentKey(
+                    collection: choices.element(of: ["carts", "todos", "c", "Col_-9"]),
+                    id: choices.element(of: ["c1", "t-9", "p:oslo@2026", "...", "x=y+z~"])),
+                delta: delta(&choices), writes: choices.int(in: 1...3))
         }
         let clientID = choices.element(of: ["4c1b9e0e-58f4-4d0c-9a50-6a3c8c1f0a77", "device-A_01", "d"])
         let batch = Batch(clientID: clientID, sequence: Int64(choices.int(in: 1...1_000)), changes: changes)
@@ -308,15 +311,21 @@ indirect enum JSONNode {
         var path: [PathStep]
     }
 
-    static let keyPool = ["version", "owner", "create", "delete", "assignments", "removals", "fieldRemovals", "setChanges",
-                          "add", "remove", "base", "collection", "id", "delta", "writes", "clientId", "batchSeq", "strategy",
-                          "changes", "zzz", "Extra", "é", "\u{212A}", "a;b", "", "a.b", "x.\u{301}", ".", "a..b", "qty", "cafe\u{301}",
-                          "a\u{37E}", "a;", "tab\there", "\u{7F}"]
+    static let keyPool = [
+        "version", "owner", "create", "delete", "assignments", "removals", "fieldRemovals", "setChanges",
+        "add", "remove", "base", "collection", "id", "delta", "writes", "clientId", "batchSeq", "strategy",
+        "changes", "zzz", "Extra", "é", "\u{212A}", "a;b", "", "a.b", "x.\u{301}", ".", "a..b", "qty", "cafe\u{301}",
+        "a\u{37E}", "a;", "tab\there", "\u{7F}",
+    ]
 
     static func randomNode(_ choices: inout Choices) -> JSONNode {
         switch choices.below(14) {
-        case 0: return .text(choices.element(of: ["-1", "0", "1", "7", "1.5", "1.0", "-0", "2147483648", "2147483647", "99999999999999999999",
-                                                  "9223372036854775807", "-9223372036854775809", "1e400", "1e-400", "true", "false", "null"]))
+        case 0:
+            return .text(
+                choices.element(of: [
+                    "-1", "0", "1", "7", "1.5", "1.0", "-0", "2147483648", "2147483647", "99999999999999999999",
+                    "9223372036854775807", "-9223372036854775809", "1e400", "1e-400", "true", "false", "null",
+                ]))
         case 1: return .string(choices.element(of: ["x", "", "serverWins", "merge", "carts", "bad name", "..", "c1", "ok"]))
         case 2: return .text(choices.element(of: [#""\ud800""#, #""\udc00x""#, #""a\ud83d\ude00b""#, #""\u00e9""#]))
         case 3: return .array([])

@@ -60,7 +60,8 @@ import Testing
     /// `bodyText` is refused with `statusCode` and a message holding `messageContains`.
     private func checkRefusal(_ fixture: WireFixture) {
         guard let text = fixture.fields["bodyText"]?.stringValue, let status = fixture.fields["statusCode"]?.intValue,
-              let part = fixture.fields["messageContains"]?.stringValue else {
+            let part = fixture.fields["messageContains"]?.stringValue
+        else {
             Issue.record("\(fixture): needs bodyText, statusCode and messageContains")
             return
         }

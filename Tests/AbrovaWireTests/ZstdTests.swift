@@ -144,7 +144,7 @@ import Testing
     @Test func bombThatDeclaresItsSizeIsRefusedAtTheLimit() throws {
         let bomb = try ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0, count: 1 << 20), times: 200, pledging: true)
         #expect(ZSTD_getFrameContentSize(bomb, bomb.count) == 200 << 20)
-        #expect(!ZstdFrames.header(of: bomb).isSingleSegment)  // so the window, not the size, is what is allocated
+        #expect(!ZstdFrames.header(of: bomb).isSingleSegment) // so the window, not the size, is what is allocated
         let error = #expect(throws: ZstdError.self) { try Zstd.decompress(bomb, limit: 1 << 20) }
         #expect(error?.code == .tooLarge)
     }
@@ -217,7 +217,6 @@ import Testing
 }
 
 // MARK: Helpers
-
 
 /// Text shaped like a sync body: an array of small documents with varying values.
 private func makeJSONLikeText(byteCount: Int) -> [UInt8] {

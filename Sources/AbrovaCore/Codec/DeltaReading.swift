@@ -139,8 +139,10 @@ private struct DeltaPartsReader {
     }
 
     /// `{path: base}`: removals and field removals.
-    private mutating func readBases(named part: String, from reader: inout JSONReader,
-                                    pathStep: DeltaStep, baseStep: DeltaStep) throws(ValueError) -> [FieldPath: Version] {
+    private mutating func readBases(
+        named part: String, from reader: inout JSONReader,
+        pathStep: DeltaStep, baseStep: DeltaStep
+    ) throws(ValueError) -> [FieldPath: Version] {
         guard try reader.beginObject() else {
             try readNonMap(named: part, from: &reader, step: pathStep)
             return [:]
@@ -203,7 +205,8 @@ private struct DeltaPartsReader {
         return (value, base)
     }
 
-    private static func assignment(_ pair: (value: Value, base: Value)?, at path: FieldPath) throws(ValueError) -> DocumentDelta.Assignment {
+    private static func assignment(_ pair: (value: Value, base: Value)?, at path: FieldPath) throws(ValueError) -> DocumentDelta.Assignment
+    {
         guard let pair else {
             throw ValueError(.malformedJSON, field: path.dotted, detail: "an assignment is not [value, base]")
         }

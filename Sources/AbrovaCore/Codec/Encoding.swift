@@ -34,8 +34,9 @@ extension DocumentState {
     /// - Throws: `ValueError` (`malformedJSON`, naming the field) when the value is not a state.
     public init(encoded value: Value) throws(ValueError) {
         guard case .map(let parts) = value,
-              case .array(let existenceParts)? = parts["e"], existenceParts.count == 2,
-              let exists = existenceParts[0].intValue, exists == 0 || exists == 1 else {
+            case .array(let existenceParts)? = parts["e"], existenceParts.count == 2,
+            let exists = existenceParts[0].intValue, exists == 0 || exists == 1
+        else {
             throw ValueError(.malformedJSON, field: "", detail: "not a document state")
         }
         let existence = Existence(exists: exists == 1, version: try Version(encoded: existenceParts[1], field: "e"))
@@ -88,16 +89,18 @@ extension DocumentDelta {
             parts["fieldRemovals"] = .map(fieldRemovals.reduce(into: [:]) { $0[$1.key.dotted] = $1.value.encoded })
         }
         if !assignments.isEmpty {
-            parts["assignments"] = .map(assignments.reduce(into: [:]) { $0[$1.key.dotted] = .array([$1.value.value, $1.value.base.encoded]) })
+            parts["assignments"] = .map(
+                assignments.reduce(into: [:]) { $0[$1.key.dotted] = .array([$1.value.value, $1.value.base.encoded]) })
         }
         if !setChanges.isEmpty {
-            parts["setChanges"] = .map(setChanges.reduce(into: [:]) { result, entry in
-                result[entry.key.dotted] = .map([
-                    "add": .array(ObservedRemoveSet.canonicallySorted(entry.value.adds)),
-                    "remove": .array(ObservedRemoveSet.canonicallySorted(entry.value.removes)),
-                    "base": entry.value.base.encoded,
-                ])
-            })
+            parts["setChanges"] = .map(
+                setChanges.reduce(into: [:]) { result, entry in
+                    result[entry.key.dotted] = .map([
+                        "add": .array(ObservedRemoveSet.canonicallySorted(entry.value.adds)),
+                        "remove": .array(ObservedRemoveSet.canonicallySorted(entry.value.removes)),
+                        "base": entry.value.base.encoded,
+                    ])
+                })
         }
         if let delete { parts["delete"] = delete.encoded }
         return .map(parts)
@@ -138,7 +141,8 @@ extension DocumentDelta {
         for (path, item) in try paths("setChanges") {
             let shape = "a set change is {\"add\": [...], \"remove\": [...], \"base\": version}"
             guard case .map(let change) = item, change["add"].map({ $0.arrayValue != nil }) ?? true,
-                  change["remove"].map({ $0.arrayValue != nil }) ?? true else {
+                change["remove"].map({ $0.arrayValue != nil }) ?? true
+            else {
                 throw ValueError(.malformedJSON, field: path.dotted, detail: shape)
             }
             if let unknown = change.keys.first(where: { $0 != "add" && $0 != "remove" && $0 != "base" }) {
@@ -150,8 +154,9 @@ extension DocumentDelta {
             guard Set(adds).isDisjoint(with: removes) else {
                 throw ValueError(.malformedJSON, field: path.dotted, detail: "an element is both added and removed")
             }
-            setChanges[path] = SetChange(adds: Set(adds), removes: Set(removes),
-                                         base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
+            setChanges[path] = SetChange(
+                adds: Set(adds), removes: Set(removes),
+                base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
         }
         noteNestedPaths()
         try checkWritesDoNotOverlap()
@@ -237,14 +242,15 @@ extension Batch: EncodedAsValue {
         .map([
             "clientId": .string(clientID),
             "batchSeq": .int(sequence),
-            "changes": .array(changes.map { change in
-                var parts: [String: Value] = [
-                    "collection": .string(change.key.collection), "id": .string(change.key.id),
-                    "delta": change.delta.encoded, "writes": .int(Int64(change.writes)),
-                ]
-                if let strategy = change.strategy { parts["strategy"] = .string(strategy.rawValue) }
-                return .map(parts)
-            }),
+            "changes": .array(
+                changes.map { change in
+                    var parts: [String: Value] = [
+                        "collection": .string(change.key.collection), "id": .string(change.key.id),
+                        "delta": change.delta.encoded, "writes": .int(Int64(change.writes)),
+                    ]
+                    if let strategy = change.strategy { parts["strategy"] = .string(strategy.rawValue) }
+                    return .map(parts)
+                }),
         ])
     }
 
@@ -293,18 +299,22 @@ extension Batch: EncodedAsValue {
     /// - Throws: `ValueError` naming the part that is malformed.
     public init(encoded value: Value) throws(ValueError) {
         guard let parts = value.mapValue, let clientID = parts["clientId"]?.stringValue,
-              let sequence = parts["batchSeq"]?.intValue, let changes = parts["changes"]?.arrayValue else {
+            let sequence = parts["batchSeq"]?.intValue, let changes = parts["changes"]?.arrayValue
+        else {
             throw ValueError(.malformedJSON, field: "", detail: "a batch needs clientId, batchSeq and changes")
         }
         var decoded: [BatchChange] = []
         for (index, change) in changes.enumerated() {
             guard let fields = change.mapValue, let collection = fields["collection"]?.stringValue,
-                  let id = fields["id"]?.stringValue, let delta = fields["delta"] else {
+                let id = fields["id"]?.stringValue, let delta = fields["delta"]
+            else {
                 throw ValueError(.malformedJSON, field: "changes.\(index)", detail: "a change needs collection, id and delta")
             }
-            decoded.append(BatchChange(key: DocumentKey(collection: collection, id: id), delta: try DocumentDelta(encoded: delta),
-                                       writes: Int(fields["writes"]?.intValue ?? 1),
-                                       strategy: fields["strategy"]?.stringValue.flatMap(ConflictStrategy.init(rawValue:))))
+            decoded.append(
+                BatchChange(
+                    key: DocumentKey(collection: collection, id: id), delta: try DocumentDelta(encoded: delta),
+                    writes: Int(fields["writes"]?.intValue ?? 1),
+                    strategy: fields["strategy"]?.stringValue.flatMap(ConflictStrategy.init(rawValue:))))
         }
         self.init(clientID: clientID, sequence: sequence, changes: decoded)
     }
@@ -433,7 +443,7 @@ extension DocumentState {
         guard existence.exists else { return false }
         for (path, field) in fields where field.isLive {
             if case .register(let register) = field, case .map(let entries)? = register.value, !entries.isEmpty { return false }
-            if isFlat { continue }  // no field can lie under another
+            if isFlat { continue } // no field can lie under another
             var prefix = path
             while let parent = prefix.parent, !parent.isRoot {
                 if fields[parent]?.isLive == true { return false }
@@ -522,7 +532,7 @@ extension DocumentState {
     /// - Throws: `ValueError` (`malformedJSON`, naming the field) when the two do not fit.
     public init(versions: Value, view: Value?) throws(ValueError) {
         guard case .map(let parts) = versions, parts["f"] == nil else {
-            try self.init(encoded: versions)  // stored whole
+            try self.init(encoded: versions) // stored whole
             return
         }
         guard let view, case .array(let existenceParts)? = parts["e"], existenceParts.count == 2 else {
@@ -547,8 +557,10 @@ extension DocumentState {
                 }
                 elements[items[0]] = try Version(encoded: items[1], field: dotted)
             }
-            fields[try FieldPath(dotted)] = .set(ObservedRemoveSet(elements: elements,
-                                                                   version: try Version(encoded: set.mapValue?["v"] ?? .null, field: dotted)))
+            fields[try FieldPath(dotted)] = .set(
+                ObservedRemoveSet(
+                    elements: elements,
+                    version: try Version(encoded: set.mapValue?["v"] ?? .null, field: dotted)))
         }
         self.init(existence: Existence(exists: true, version: try Version(encoded: existenceParts[1], field: "e")), fields: fields)
     }
@@ -609,7 +621,7 @@ extension DocumentState {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(byteSize + 4 * live.count + 2)
         bytes.append(UInt8(ascii: "{"))
-        var open: [ArraySlice<UInt8>] = []  // the maps open below the root, outermost first
+        var open: [ArraySlice<UInt8>] = [] // the maps open below the root, outermost first
         var previous: [ArraySlice<UInt8>] = []
         func writeKey(_ segment: ArraySlice<UInt8>) {
             // After a value or a closed map, a comma; right after an opened map, none.

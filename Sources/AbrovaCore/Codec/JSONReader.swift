@@ -63,7 +63,7 @@ package struct JSONReader {
                 return nil
             }
         } else {
-            _ = keys.popLast()  // the previous key's
+            _ = keys.popLast() // the previous key's
             skipWhitespace()
             guard index < bytes.count else { throw malformed("unexpected end") }
             switch bytes[index] {
@@ -320,7 +320,7 @@ package struct JSONReader {
 
     /// Reads a string; the reader is at its opening quote.
     private mutating func readString() throws(ValueError) -> String {
-        index += 1  // opening quote
+        index += 1 // opening quote
         let start = index
         // Most strings have no escape: they are made straight from the bytes.
         var allBits: UInt8 = 0

@@ -33,8 +33,9 @@ extension DocumentState {
                 switch key {
                 case "e" where existence == nil:
                     guard try reader.beginArray(), try reader.nextElement(), case .int(let exists) = try reader.readValue(),
-                          exists == 0 || exists == 1, try reader.nextElement(), let version = try readVersion(from: &reader),
-                          !(try reader.nextElement()) else { return nil }
+                        exists == 0 || exists == 1, try reader.nextElement(), let version = try readVersion(from: &reader),
+                        !(try reader.nextElement())
+                    else { return nil }
                     existence = Existence(exists: exists == 1, version: version)
                 case "f" where fields == nil:
                     guard let read = try readFields(from: &reader) else { return nil }
@@ -74,7 +75,7 @@ extension DocumentState {
             } else {
                 field = try decodeField(try reader.readValue(), at: path)
             }
-            guard fields.updateValue(field, forKey: path) == nil else { return nil }  // a repeated path
+            guard fields.updateValue(field, forKey: path) == nil else { return nil } // a repeated path
         }
         return fields
     }
