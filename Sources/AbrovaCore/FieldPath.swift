@@ -71,7 +71,7 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
     /// so that no name can be mistaken for markup or SQL wherever it is shown or stored.
     ///
     /// - Throws: `ValueError` with code `invalidFieldName` naming `path`.
-    public static func checkName(_ name: some StringProtocol, at path: String) throws(ValueError) {
+    package static func checkName(_ name: some StringProtocol, at path: String) throws(ValueError) {
         for byte in name.utf8 where !isAllowedInName(byte) {
             throw badName(at: path)
         }

@@ -10,13 +10,13 @@ extension ConflictStrategy {
     ///     let report = try ConflictStrategy.merge.apply(delta, to: &cart, version: next)
     ///     for conflict in report.conflicts { print(conflict.path, conflict.outcome) }
     ///
-    /// - Throws: `ValueError` with code `documentNotFound` (404) for a change to a document that
-    ///   does not exist and that the change does not create; `tooLarge` (413) when the result would
+    /// - Throws: `ValueError` with code `documentNotFound` for a change to a document that
+    ///   does not exist and that the change does not create; `tooLarge` when the result would
     ///   exceed `maximumBytes` (and the document before: a change may shrink an oversized one).
     ///   When it throws, `state` is unchanged. A server that must check its rules before the size
     ///   (so that the answer tells nothing of a document the caller may not read) passes `.max`
     ///   and checks the size itself.
-    public func apply(
+    package func apply(
         _ delta: DocumentDelta, to state: inout DocumentState, version: Version,
         maximumBytes: Int = ValueLimits.maximumDocumentBytes
     ) throws(ValueError) -> JoinReport {
@@ -55,7 +55,7 @@ extension ConflictStrategy {
     }
 
     /// The join of a client's change into a copy of `state`. See `apply(_:to:version:)`.
-    public func apply(_ delta: DocumentDelta, to state: DocumentState, version: Version) throws(ValueError) -> ApplyResult {
+    package func apply(_ delta: DocumentDelta, to state: DocumentState, version: Version) throws(ValueError) -> ApplyResult {
         var result = state
         let report = try apply(delta, to: &result, version: version)
         return ApplyResult(state: result, changes: report.changes, conflicts: report.conflicts)

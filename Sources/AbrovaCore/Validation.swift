@@ -5,7 +5,7 @@ extension Value {
     ///   is empty, contains `.` or a character field names may not hold, or nesting deeper than `ValueLimits.maximumDepth`.
     ///   Where there are several, the first met walking arrays in order and maps in the order of
     ///   their keys (Swift's string order).
-    public func validate(at path: FieldPath, depth: Int) throws(ValueError) {
+    package func validate(at path: FieldPath, depth: Int) throws(ValueError) {
         guard depth <= ValueLimits.maximumDepth else {
             throw ValueError(.tooDeep, field: path.dotted, detail: "nested deeper than \(ValueLimits.maximumDepth) levels")
         }

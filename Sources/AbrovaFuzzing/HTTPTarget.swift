@@ -302,7 +302,7 @@ public final class HTTPTarget: FuzzTarget {
             }
         }
         if response.status >= 400 {
-            guard let error = Refusal(body: body), error.statusCode == response.status, !error.message.isEmpty else {
+            guard let error = ErrorBody(body), error.statusCode == response.status, !error.message.isEmpty else {
                 return
                     "\(route): the \(response.status) answer is not {\"message\", \"statusCode\"} with its status: \(String(decoding: body.prefix(300), as: UTF8.self))"
             }

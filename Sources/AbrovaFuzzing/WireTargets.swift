@@ -78,8 +78,8 @@ public struct AnswerBodyTarget: FuzzTarget {
         {
             return problem
         }
-        if let error = Refusal(body: input), !(100...599).contains(error.statusCode) {
-            return "Refusal(body:) read status \(error.statusCode)"
+        if let error = ErrorBody(input), !(100...599).contains(error.statusCode) {
+            return "ErrorBody read status \(error.statusCode)"
         }
         return nil
     }

@@ -29,7 +29,7 @@ public struct HTTPResponse: Sendable {
     }
 
     /// The server's own error answer: `{"message":"...","statusCode":N}`, keys in that order.
-    static func error(status: Int, message: String, headers: [(name: String, value: String)] = []) -> HTTPResponse {
+    package static func error(status: Int, message: String, headers: [(name: String, value: String)] = []) -> HTTPResponse {
         .json(status: status, Array(#"{"message":\#(jsonString(message)),"statusCode":\#(status)}"#.utf8), headers: headers)
     }
 }

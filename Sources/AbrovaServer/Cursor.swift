@@ -4,7 +4,8 @@ import AbrovaWire
 /// Makes and reads pull cursors. A cursor is opaque to clients: the version it stands for, a tag
 /// of the read rules it was made under, and a MAC under the database's cursor key over both and
 /// the caller's user, in URL-safe base64. A changed cursor, or another user's, fails the MAC and
-/// is refused (400); one made under other read rules is answered "resync required" (410), so that
+/// is refused (`invalid`); one made under other read rules is answered "resync required"
+/// (`resyncRequired`), so that
 /// a device drops what it may no longer read. A valid cursor grants nothing: rules are checked on
 /// every pull.
 struct CursorCodec: Sendable {
@@ -32,7 +33,7 @@ struct CursorCodec: Sendable {
     /// The version a cursor stands for; an absent or empty cursor is the beginning.
     ///
     /// - Throws: `Refusal` `.invalid` when the cursor was not made by this database's servers for
-    ///   this caller; 410 when it was made under other read rules (or by an older server).
+    ///   this caller; `.resyncRequired` when it was made under other read rules (or by an older server).
     func version(of cursor: String?, caller: Caller) throws(Refusal) -> Version {
         guard let cursor, !cursor.isEmpty else { return .zero }
         guard cursor.hasPrefix("c1."), let bytes = Self.decodeBase64URL(cursor.dropFirst(3)), bytes.count == 32 || bytes.count == 24 else {

@@ -88,7 +88,7 @@ public struct ServerStoreError: Error, Hashable, Sendable, CustomStringConvertib
     /// What is wrong.
     public let message: String
     /// Whether the database could not be reached: nothing was done, or the outcome is unknown, and
-    /// the same request may succeed later (answered 503, not 500).
+    /// the same request may succeed later (answered `unavailable`, not `failed`).
     public let isUnavailable: Bool
     init(_ message: String) {
         self.message = message

@@ -7,14 +7,14 @@ public struct ServiceConfiguration: Sendable {
     /// Limits on batches and pages.
     public var limits: WireLimits
     /// How long a deleted document's tombstone is kept. A client whose cursor is older than a
-    /// removed tombstone is told to resync (410) rather than miss the delete.
+    /// removed tombstone is told to resync (`resyncRequired`) rather than miss the delete.
     public var tombstoneRetention: TimeInterval
     /// The server's clock (injected so that tests can move time).
     public var clock: @Sendable () -> Date
-    /// Where the service reports failures it answers with 500.
+    /// Where the service reports the store's failures (answered `failed` or `unavailable`).
     public var log: @Sendable (String) -> Void
     /// Called after a push commits, before its answer is sent. For tests: a hook that throws makes
-    /// the answer a 500, as if the connection broke after the commit.
+    /// the answer `failed`, as if the connection broke after the commit.
     @_spi(Testing) public var afterPushCommit: (@Sendable (PushRequest) throws -> Void)?
 
     /// A configuration; tombstones are kept 30 days by default.
@@ -345,7 +345,7 @@ public final class SyncService: Sendable {
     }
 
     /// Runs a store call; a `Refusal` thrown inside passes through, any other failure is
-    /// logged and answered 500 without its details (which may name tables and statements).
+    /// logged and answered `unavailable` or `failed` without its details (which may name tables and statements).
     private static func storeCall<Result>(log: @Sendable (String) -> Void, _ body: () throws -> Result) throws(Refusal) -> Result {
         do {
             return try body()

@@ -5,9 +5,10 @@ import AbrovaCore
 /// change, the batch in flight, pending changes a settle decoded, and the `meta` and `unresolved`
 /// values the store consults on every call.
 ///
-/// One value owns them because they change together: each mutating method follows one committed
-/// transaction and is called only once it has committed, so memory never runs ahead of the file.
-/// `_invariantViolations()` says what holds between them.
+/// One value owns them because they change together: each method that mirrors a write is called
+/// only once its transaction has committed, so memory never runs ahead of the file (the cache's
+/// own methods, `remember`, `takeFromCache` and `readInflight`, only hold what the file says).
+/// `invariantViolations()` says what holds between them.
 struct StoreMemory {
     /// The most documents kept in `cache`; a full cache is emptied (cheaper than tracking use).
     static let cacheLimit = 10_000
@@ -207,7 +208,7 @@ struct StoreMemory {
     /// What should hold between the mirrors and does not; empty when all is well. (A change of
     /// several writes stored before schema 4, sent again as one, is counted once: the count then
     /// says more than the documents' writes.)
-    func _invariantViolations() -> [String] {
+    func invariantViolations() -> [String] {
         var violations: [String] = []
         let counted = unsent.values.reduce(0) { $0 + $1.writes }
         if counted != unsentWriteCount { violations.append("unsentWriteCount \(unsentWriteCount), documents hold \(counted)") }

@@ -17,7 +17,7 @@ public struct SnapshotMetadata: Hashable, Sendable {
     public var conflicts: [Conflict]
 
     /// Metadata for a snapshot.
-    package init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false, conflicts: [Conflict] = []) {
+    public init(hasPendingWrites: Bool, isFromCache: Bool, isRollback: Bool = false, conflicts: [Conflict] = []) {
         self.hasPendingWrites = hasPendingWrites
         self.isFromCache = isFromCache
         self.isRollback = isRollback
@@ -41,7 +41,7 @@ public struct DocumentSnapshot: Hashable, Sendable {
     public let metadata: SnapshotMetadata
 
     /// A snapshot of a document's data (`nil`: it does not exist).
-    package init(key: DocumentKey, data: Value?, metadata: SnapshotMetadata) {
+    public init(key: DocumentKey, data: Value?, metadata: SnapshotMetadata) {
         self.key = key
         source = .value(data)
         self.metadata = metadata
@@ -276,15 +276,15 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     package let underlying: SQLiteError?
     /// Why the server would refuse the same call, when the store refused what the server would
     /// refuse too (an invalid value, a missing document); `nil` for a failure of the device.
-    package let refusal: Refusal.Reason?
+    package let reason: Refusal.Reason?
 
-    /// A store error; its refusal follows from the code.
+    /// A store error; its reason follows from the code.
     package init(_ code: Code, _ message: String, field: String? = nil, underlying: SQLiteError? = nil) {
         self.code = code
         self.message = message
         self.field = field
         self.underlying = underlying
-        refusal =
+        reason =
             switch code {
             case .documentNotFound: .notFound
             case .invalidValue, .invalidQuery: .invalid
@@ -298,7 +298,7 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         message = error.description
         field = error.field
         underlying = nil
-        refusal = error.reason
+        reason = error.reason
     }
 
     package var description: String {

@@ -50,7 +50,7 @@ public struct AbrovaSyncError: Error, LocalizedError, Hashable, Sendable, Custom
     init(_ error: StoreError) {
         switch error.code {
         case .invalidValue, .documentNotFound, .invalidQuery:
-            self.init(.refused, reason: error.refusal, message: error.message)
+            self.init(.refused, reason: error.reason, message: error.message)
         default:
             self.init(.storage, message: error.description)
         }

@@ -44,7 +44,7 @@ public typealias ConflictResolution = AbrovaSync.ConflictResolution
 package typealias TransportMaker = @Sendable (_ token: @escaping @Sendable () -> String?) -> any SyncTransport
 
 /// Decides conflicts under the manual strategy.
-public typealias ConflictResolver = @Sendable (ConflictInfo) async -> ConflictResolution
+public typealias ConflictResolver = AbrovaSync.ConflictResolver
 
 extension AbrovaSync {
     /// How long the SDK waits between attempts when the server cannot be reached: exponential

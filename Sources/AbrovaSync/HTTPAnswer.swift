@@ -61,8 +61,13 @@ extension HTTPTransport {
         case 400...499:
             // Only the sync server's own refusal (its JSON error body, with this status) refuses;
             // a proxy's or a captive portal's 4xx page means the request never reached it.
-            if let body = try? content(of: answer, limit: limit), let error = Refusal(body: body), error.statusCode == status {
-                return .refused(reason: error.reason, message: error.message)
+            if let body = try? content(of: answer, limit: limit), let error = ErrorBody(body), error.statusCode == status {
+                // A refusal this SDK cannot name is waited out, not taken as one it knows: a
+                // refused change is dropped, and nothing may be dropped for a guess.
+                guard let reason = Refusal.Reason(exactly: status) else {
+                    return .unreachable("\(status): \(error.message), a refusal this version of the SDK does not know")
+                }
+                return .refused(reason: reason, message: error.message)
             }
             return .unreachable(
                 "\(status): \(message(of: answer, limit: limit)), so not from the sync server (a proxy or a captive portal?)")

@@ -112,8 +112,8 @@ package final class HTTPTransport: SyncTransport {
 
     /// `GET /v1/pull`: the page of documents changed after `cursor` (`nil`: from the beginning).
     ///
-    /// - Throws: `TransportFailure`; `.refused(410, _)` when the cursor is past removed
-    ///   tombstones (pull again from the beginning), `.refused(400, _)` for a cursor the server
+    /// - Throws: `TransportFailure`; `.refused(.resyncRequired, _)` when the cursor is past removed
+    ///   tombstones (pull again from the beginning), `.refused(.invalid, _)` for a cursor the server
     ///   did not make or a `limit` outside 1...1,000.
     package func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
         var query = "limit=\(limit)"
@@ -125,7 +125,7 @@ package final class HTTPTransport: SyncTransport {
     /// `GET /v1/docs/{collection}/{id}`: the document, or `nil` when it does not exist or is
     /// deleted.
     ///
-    /// - Throws: `TransportFailure`; `.refused(403, _)` when the rules refuse the read.
+    /// - Throws: `TransportFailure`; `.refused(.forbidden, _)` when the rules refuse the read.
     package func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {
         let path = "/v1/docs/" + Self.pathSegment(key.collection) + "/" + Self.pathSegment(key.id)
         let answer = try await send(try makeRequest(method: "GET", path: path), timeout: timeout)

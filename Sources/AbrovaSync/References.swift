@@ -76,7 +76,7 @@ extension AbrovaSync {
 
         /// The documents matching `query` (by default all of this collection), from the device.
         ///
-        /// - Throws: `AbrovaSyncError` `.refused` (400) for a query the store cannot run.
+        /// - Throws: `AbrovaSyncError` `.refused` (`invalid`) for a query the store cannot run.
         public func getDocuments(_ query: DocumentQuery? = nil) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
             do {
                 return try await sync.store.documents(matching: query ?? self.query)
@@ -119,8 +119,8 @@ extension AbrovaSync {
         /// Reads the document: from the server when it can be reached (pending edits overlaid),
         /// else from the device; `source` can insist on either.
         ///
-        /// - Throws: `AbrovaSyncError`: `.refused` with the server's status (403 when the rules
-        ///   refuse); `.unreachable` when the server is needed and cannot be reached.
+        /// - Throws: `AbrovaSyncError`: `.refused` with the server's reason (`forbidden` when
+        ///   the rules refuse); `.unreachable` when the server is needed and cannot be reached.
         public func getDocument(source: Source = .default) async throws(AbrovaSyncError) -> DocumentSnapshot {
             try await sync.read(key, source: source)
         }

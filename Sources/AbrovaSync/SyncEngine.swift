@@ -63,7 +63,7 @@ extension AbrovaSync {
         public let collection: String
         /// What the write did.
         public let operation: OperationType
-        /// The server's refusal (`statusCode` 403 when the rules refused).
+        /// The server's refusal (its `reason` is `forbidden` when the rules refused).
         public let error: AbrovaSyncError
     }
 }
@@ -530,9 +530,9 @@ actor SyncRunner {
             case .success(let answer):
                 page = answer
             case .failure(.refused(let reason, _)) where !resynced && (reason == .resyncRequired || (reason == .invalid && cursor != nil)):
-                // Deletes after our cursor are no longer kept (410), the read rules changed (410),
-                // or the server does not know the cursor (400: its database was replaced, or the
-                // cursor is another user's): pull everything again, and drop what it does not
+                // Deletes after our cursor are no longer kept, the read rules changed (both
+                // resyncRequired), or the server does not know the cursor (invalid: its database
+                // was replaced, or the cursor is another user's): pull everything again, and drop what it does not
                 // bring. Unsent changes stay; pulled states join the confirmed ones.
                 resynced = true
                 try await store.beginResync()

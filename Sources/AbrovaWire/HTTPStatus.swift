@@ -1,8 +1,11 @@
 import AbrovaCore
 
-/// The HTTP status of each reason for a refusal: the one place the protocol's statuses are
+/// The HTTP status of each reason for a refusal: the one place the sync protocol's statuses are
 /// decided (Spec/protocol.md, "Errors"). The server's HTTP handler answers with it, the push
-/// answer carries it for each refused change, and the SDK's transport reads it back.
+/// answer carries it for each refused change, and the SDK's transport reads it back. Below the
+/// protocol, the HTTP layer (AbrovaHTTP, which knows nothing of sync) refuses on its own what it
+/// refuses before any handler runs (a malformed or oversized head, a body over its limit, too many
+/// requests at once, a shutdown), with statuses that match this table's.
 extension Refusal.Reason {
     /// The status this reason is answered with.
     public var httpStatus: Int {
@@ -30,7 +33,32 @@ extension Refusal.Reason {
     /// The reason a status stands for. A status the protocol does not use reads as the general
     /// reason of its class: `invalid` for a 4xx, `failed` for anything else.
     public init(httpStatus: Int) {
-        self = Self.byStatus[httpStatus] ?? ((400...499).contains(httpStatus) ? .invalid : .failed)
+        self = Self(exactly: httpStatus) ?? ((400...499).contains(httpStatus) ? .invalid : .failed)
+    }
+
+    /// The reason a status stands for; `nil` for a status the protocol does not use.
+    public init?(exactly httpStatus: Int) {
+        guard let reason = Self.byStatus[httpStatus] else { return nil }
+        self = reason
+    }
+}
+
+/// An error answer's body as sent, `{"message": text, "statusCode": status}`, with the status as
+/// written: an edge compares it with the answer's own status before trusting it.
+public struct ErrorBody: Hashable, Sendable {
+    /// The status the body names.
+    public let statusCode: Int
+    /// The message.
+    public let message: String
+
+    /// Reads a body; `nil` when it is not an error body.
+    public init?(_ body: some Collection<UInt8>) {
+        guard let value = try? Value(json: body), let parts = value.mapValue,
+            let status = parts["statusCode"]?.intValue, let message = parts["message"]?.stringValue,
+            (100...599).contains(status)
+        else { return nil }
+        statusCode = Int(status)
+        self.message = message
     }
 }
 
@@ -55,10 +83,7 @@ extension Refusal {
 
     /// Reads an error answer's body; `nil` when it is not one.
     public init?(body: some Collection<UInt8>) {
-        guard let value = try? Value(json: body), let parts = value.mapValue,
-            let status = parts["statusCode"]?.intValue, let message = parts["message"]?.stringValue,
-            (100...599).contains(status)
-        else { return nil }
-        self.init(statusCode: Int(status), message: message)
+        guard let error = ErrorBody(body) else { return nil }
+        self.init(statusCode: error.statusCode, message: error.message)
     }
 }

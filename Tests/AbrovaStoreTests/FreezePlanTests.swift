@@ -98,6 +98,6 @@ import Testing
         #expect(memory.unsent[cart] == nil, "nothing of the cart is left to send")
         #expect(memory.unsent[list]?.writes == 1 && memory.unsentWriteCount == 1)
         #expect(memory.inflight == plan.frozenBatch && memory.nextBatch == 2)
-        #expect(memory._invariantViolations() == [])
+        #expect(memory.invariantViolations() == [])
     }
 }

@@ -38,13 +38,13 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         do {
             try await store.updateData(for: cart, set: [path("a"): 1])
         } catch {
-            #expect(error.code == .documentNotFound && error.refusal == .notFound)
+            #expect(error.code == .documentNotFound && error.reason == .notFound)
         }
         do {
             try await store.setData(["price": .double(.nan)], for: cart)
             Issue.record("a NaN was stored")
         } catch {
-            #expect(error.code == .invalidValue && error.field == "price" && error.refusal == .invalid)
+            #expect(error.code == .invalidValue && error.field == "price" && error.reason == .invalid)
         }
         for bad in [
             DocumentKey(collection: "", id: "x"), DocumentKey(collection: "carts", id: "a/b"),
@@ -57,7 +57,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
                 try await store.setData(["n": 1], for: bad)
                 Issue.record("\(bad) was accepted")
             } catch {
-                #expect(error.code == .invalidValue && error.refusal == .invalid && (error.field == "collection" || error.field == "id"))
+                #expect(error.code == .invalidValue && error.reason == .invalid && (error.field == "collection" || error.field == "id"))
             }
         }
         #expect(await store.unsentWriteCount == 0)

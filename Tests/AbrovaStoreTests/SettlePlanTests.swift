@@ -19,7 +19,7 @@ import Testing
             answer: answer, pending: SettlePlan.needsPendingRows(answer, memory: memory) ? pending : [],
             memory: memory, newOrigin: PlanFixtures.Origins().make)
         memory.settled(plan)
-        #expect(memory._invariantViolations() == [])
+        #expect(memory.invariantViolations() == [])
         #expect(memory.inflight == nil)
         return plan
     }

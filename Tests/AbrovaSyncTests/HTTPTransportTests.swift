@@ -35,7 +35,7 @@ func failure<Result>(of body: () async throws -> Result) async -> TransportFailu
 
 /// A protocol error answer.
 private func json(_ status: Int, _ message: String, headers: [(name: String, value: String)] = []) -> HTTPResponse {
-    .json(status: status, Refusal(statusCode: status, message: message).body, headers: headers)
+    .error(status: status, message: message, headers: headers)
 }
 
 /// A text answer, as a proxy would give.
@@ -399,6 +399,10 @@ extension TransportFailure {
                     "409: conflict, without the protocol's JSON error body: \"{\"error\":\"stale\"}\", so not from the sync server")
             ),
             ("an error body of another status", .json(status: 404, Refusal(statusCode: 400, message: "bad").body), .unreachable("404:")),
+            ("an error body naming a status the protocol does not use", .json(status: 400, Array(#"{"message":"teapot","statusCode":418}"#.utf8)),
+             .unreachable("400:")),
+            ("a refusal of a status the SDK does not know", json(418, "teapot"),
+             .unreachable("418: teapot, a refusal this version of the SDK does not know")),
             ("404 HTML", text(404, "<html>Not Found</html>"), .unreachable("404: not found, without the protocol's JSON error body")),
             (
                 "301", HTTPResponse(status: 301, headers: [("Location", "/elsewhere")]),

@@ -43,7 +43,7 @@ extension Value {
     }
 
     /// Appends an integer in decimal, without making a `String` first.
-    public static func writeDecimal(_ int: Int64, to bytes: inout [UInt8]) {
+    package static func writeDecimal(_ int: Int64, to bytes: inout [UInt8]) {
         if int < 0 { bytes.append(UInt8(ascii: "-")) }
         var magnitude = int.magnitude
         var digits:
@@ -64,7 +64,7 @@ extension Value {
     }
 
     /// The length in bytes of the canonical encoding, counted without writing it.
-    public var canonicalByteCount: Int {
+    package var canonicalByteCount: Int {
         switch self {
         case .null: 4
         case .bool(let bool): bool ? 4 : 5
@@ -115,12 +115,12 @@ extension Value {
     /// code points of the NFC forms, as Swift compares strings. For NFC text this is the order of
     /// the UTF-8 bytes; canonically equivalent strings are one key, as in a Swift `Dictionary`.
     @inlinable
-    public static func canonicalOrder(_ left: String, _ right: String) -> Bool {
+    package static func canonicalOrder(_ left: String, _ right: String) -> Bool {
         left < right
     }
 
     /// Appends `string` as a JSON string, escaped as canonical JSON requires.
-    public static func writeJSONString(_ string: String, to bytes: inout [UInt8]) {
+    package static func writeJSONString(_ string: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole. Native strings (small ones included) lend
         // their UTF-8 as a buffer, which is scanned and copied far faster than the view's bytes.
