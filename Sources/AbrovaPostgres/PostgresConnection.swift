@@ -54,7 +54,7 @@ public struct PostgresStatement: Hashable, Sendable {
 ///         try connection.run(insertNote, [.text(id), .text(body)])
 ///     }
 public final class PostgresConnection {
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
     private var prepared: Set<String> = []
     private var isInTransaction = false
 

@@ -14,6 +14,9 @@ import Foundation
 /// commits with it).
 public final class PostgresServerStore: ServerStore, Sendable {
     private let pool: PostgresPool
+    private let url: String
+    /// The schema that holds the tables: the payload of the notifications of its commits.
+    private let schema: String
     /// The advisory lock every write transaction holds: one per schema, so servers on different
     /// schemas of one database (several apps, parallel tests) never wait for each other.
     private let writeLock: Int64
@@ -32,6 +35,8 @@ public final class PostgresServerStore: ServerStore, Sendable {
         let pool = PostgresPool(url: url, maximumConnections: maximumConnections)
         let schema = try Self.retryingOnce { try pool.withConnection(Self.migrate) }
         self.pool = pool
+        self.url = url
+        self.schema = schema
         writeLock = Self.writeLock(forSchema: schema)
     }
 
@@ -115,7 +120,10 @@ public final class PostgresServerStore: ServerStore, Sendable {
                     try connection.run(Statements.lock, [.integer(writeLock)])
                     let transaction = PostgresServerTransaction(connection: connection)
                     let result = try body(transaction)
-                    try transaction.flush()
+                    if try transaction.flush() {
+                        // Delivered to every listening process when (and only if) this commits.
+                        try connection.run(Statements.notify, [.text(schema)])
+                    }
                     return result
                 }
             }
@@ -161,6 +169,10 @@ public final class PostgresServerStore: ServerStore, Sendable {
 
     public func tombstoneHorizon() throws -> Version {
         try retryingOnce { try pool.withConnection(Self.horizon) }
+    }
+
+    public func observeCommits(_ committed: @escaping @Sendable () -> Void) -> (any CommitObservation)? {
+        PostgresCommitListener(url: url, schema: schema, committed: committed)
     }
 
     public func cursorKey() throws -> [UInt8] {
@@ -213,6 +225,8 @@ public final class PostgresServerStore: ServerStore, Sendable {
 private enum Statements {
     /// Takes a transaction-scoped advisory lock: the write lock, or the schema lock.
     static let lock = PostgresStatement("lock", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
+    /// Tells the other processes' watches that documents of this schema changed.
+    static let notify = PostgresStatement("notify", "SELECT pg_notify('\(PostgresCommitListener.channel)', $1)", parameters: [.text])
     static let tablesSchema = PostgresStatement(
         "tables_schema",
         """
@@ -370,9 +384,10 @@ private final class PostgresServerTransaction: ServerTransaction {
         unsaved[document.key] = (document, document.state.exists ? nil : time)
     }
 
-    /// Sends the writes, in one statement.
-    func flush() throws {
-        guard !unsaved.isEmpty else { return }
+    /// Sends the writes, in one statement; whether there were any.
+    @discardableResult
+    func flush() throws -> Bool {
+        guard !unsaved.isEmpty else { return false }
         let rows = Array(unsaved.values)
         unsaved = [:]
         try connection.run(
@@ -391,5 +406,6 @@ private final class PostgresServerTransaction: ServerTransaction {
                         return .bytes(state)
                     }),
             ])
+        return true
     }
 }

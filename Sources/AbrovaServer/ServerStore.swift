@@ -73,9 +73,23 @@ public protocol ServerStore: Sendable {
     /// A random key made once per database, which signs cursors (every server process on the
     /// database accepts the others' cursors).
     func cursorKey() throws -> [UInt8]
+    /// Calls `committed`, on a thread of the store's, whenever another process may have committed
+    /// changes to this database, until the observation is cancelled; `nil` when no other process
+    /// writes to it (the service's own pushes tell its watches). Calls may come in bursts or
+    /// without a change (after a lost connection): each is only a reason to look.
+    func observeCommits(_ committed: @escaping @Sendable () -> Void) -> (any CommitObservation)?
+}
+
+/// Commits being observed (`ServerStore.observeCommits`).
+public protocol CommitObservation: Sendable {
+    /// Stops the calls; one already running may still finish.
+    func cancel()
 }
 
 extension ServerStore {
+    /// One process writes to the database: its own pushes are all the commits there are.
+    public func observeCommits(_ committed: @escaping @Sendable () -> Void) -> (any CommitObservation)? { nil }
+
     /// `changes(after:limit:collections:maximumBytes:)` without a byte budget.
     public func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {
         try changes(after: version, limit: limit, collections: collections, maximumBytes: .max)

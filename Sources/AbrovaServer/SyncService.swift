@@ -16,6 +16,10 @@ public struct ServiceConfiguration: Sendable {
     /// Called after a push commits, before its answer is sent. For tests: a hook that throws makes
     /// the answer `failed`, as if the connection broke after the commit.
     @_spi(Testing) public var afterPushCommit: (@Sendable (PushRequest) throws -> Void)?
+    /// How long a watch waits for a change before it is answered "nothing new" (`GET /v1/watch`).
+    public var watchIdleTime: Duration = .seconds(25)
+    /// The most watches waiting at once; past it a watch is refused `overloaded`.
+    public var maximumWatches = 10_000
 
     /// A configuration; tombstones are kept 30 days by default.
     public init(
@@ -41,6 +45,7 @@ public final class SyncService: Sendable {
     /// The set-up.
     public let configuration: ServiceConfiguration
     private let cursors: CursorCodec
+    private let watches: WatchHub
 
     /// A service over `store`.
     ///
@@ -53,6 +58,9 @@ public final class SyncService: Sendable {
         self.configuration = configuration
         let log = configuration.log
         cursors = CursorCodec(key: try Self.storeCall(log: log) { try store.cursorKey() }, readRevision: rules.readRevision)
+        watches = WatchHub(
+            store: store, rules: rules, idleTime: configuration.watchIdleTime, maximumWatches: configuration.maximumWatches,
+            pageBytes: configuration.limits.maximumPageBytes, log: log)
     }
 
     // MARK: - Push
@@ -84,6 +92,8 @@ public final class SyncService: Sendable {
         }
         let batch = request.batch
         let now = configuration.clock()
+        var applied = false
+        defer { if applied { watches.changesCommitted() } }
         let answer = try Self.storeCall(log: configuration.log) {
             try store.write { transaction in
                 if let record = try transaction.client(batch.clientID, of: user) {
@@ -111,7 +121,10 @@ public final class SyncService: Sendable {
                     let result = try apply(
                         change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
                         ownVersions: ownVersions[change.key] ?? [], at: now, in: transaction)
-                    if case .applied(let version, _, _) = result { ownVersions[change.key, default: []].insert(version) }
+                    if case .applied(let version, _, _) = result {
+                        ownVersions[change.key, default: []].insert(version)
+                        applied = true
+                    }
                     results.append(result)
                 }
                 let answer = PushResponse(results: results).body
@@ -270,18 +283,8 @@ public final class SyncService: Sendable {
         guard limit >= 1, limit <= configuration.limits.maximumPageSize else {
             throw Refusal.invalid("limit must be 1 to \(configuration.limits.maximumPageSize) (maximumPageSize)")
         }
-        if let collections {
-            guard collections.count <= 100 else { throw Refusal.invalid("a pull names at most 100 collections") }
-            for collection in collections {
-                do { try DocumentKey(collection: collection, id: "x").validate() } catch { throw Refusal(error, context: "collections") }
-            }
-        }
-        let after = try cursors.version(of: cursor, caller: caller)
-        let horizon = try Self.storeCall(log: configuration.log) { try store.tombstoneHorizon() }
-        if after > .zero, after < horizon {
-            throw Refusal(
-                .resyncRequired, "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
-        }
+        try Self.checkCollections(collections)
+        let after = try startVersion(of: cursor, caller: caller)
         // Unreadable documents are skipped, so a page is scanned in rounds until it is full; a
         // bounded number of rounds keeps one request's work bounded, and the cursor moves past
         // everything scanned. A page is full at `limit` documents or `maximumPageBytes` of them,
@@ -320,6 +323,64 @@ public final class SyncService: Sendable {
         let next = cursors.cursor(for: position, caller: caller)
         return (PullResponse(documents: documents, cursor: next, hasMore: hasMore), page.finish(cursor: next, hasMore: hasMore))
     }
+
+    /// The version a cursor stands for, as a pull reads it.
+    ///
+    /// - Throws: `Refusal`: `.invalid` for a cursor this database did not make for this caller;
+    ///   `.resyncRequired` for one made under other read rules or older than a removed tombstone.
+    private func startVersion(of cursor: String?, caller: Caller) throws(Refusal) -> Version {
+        let after = try cursors.version(of: cursor, caller: caller)
+        let horizon = try Self.storeCall(log: configuration.log) { try store.tombstoneHorizon() }
+        if after > .zero, after < horizon {
+            throw Refusal(
+                .resyncRequired, "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
+        }
+        return after
+    }
+
+    private static func checkCollections(_ collections: [String]?) throws(Refusal) {
+        guard let collections else { return }
+        guard collections.count <= 100 else { throw Refusal.invalid("a pull names at most 100 collections") }
+        for collection in collections {
+            do { try DocumentKey(collection: collection, id: "x").validate() } catch { throw Refusal(error, context: "collections") }
+        }
+    }
+
+    // MARK: - Watch
+
+    /// A watch checked and ready to wait (`GET /v1/watch`, Spec/protocol.md).
+    public struct PreparedWatch: Sendable {
+        let position: WatchPosition
+        let hub: WatchHub
+
+        /// Waits: `answer` is called once, `true` as soon as a change the caller may read is
+        /// after the cursor, `false` after the idle time or when the service stops watching. It is
+        /// called on the service's own thread and must not block.
+        public func wait(_ answer: @escaping @Sendable (_ changed: Bool) -> Void) {
+            if !hub.add(position, answer: answer) { answer(false) }
+        }
+    }
+
+    /// Checks a watch from `cursor`, as a pull from it would be checked.
+    ///
+    /// - Throws: `Refusal`: as `pull` for the cursor and the collections; `.overloaded` when
+    ///   `maximumWatches` are waiting.
+    public func prepareWatch(cursor: String?, collections: [String]? = nil, caller: Caller) throws(Refusal) -> PreparedWatch {
+        try Self.checkCollections(collections)
+        let after = try startVersion(of: cursor, caller: caller)
+        guard watches.count < configuration.maximumWatches else {
+            throw Refusal(.overloaded, "too many watches at once: \(configuration.maximumWatches) (limit maximumWatches); try again later")
+        }
+        return PreparedWatch(position: WatchPosition(caller: caller, after: after, collections: collections.map(Set.init)), hub: watches)
+    }
+
+    /// Watches waiting now.
+    public var watchCount: Int { watches.count }
+
+    /// Answers every waiting watch "nothing new" and takes no more: for a server about to stop.
+    public func stopWatching() { watches.close() }
+
+    deinit { watches.close() }
 
     // MARK: - Read
 
