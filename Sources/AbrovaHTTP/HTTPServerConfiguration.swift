@@ -9,7 +9,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var maximumBodyBytes: Int
     /// The most requests being answered at once, each counted from the end of its body (a client
     /// still sending holds no slot) until its answer is sent; one more is answered with 429 and
-    /// `Retry-After: 1`. Requests for `unthrottledPaths` are not counted.
+    /// `Retry-After: 1`. Requests for `unthrottledPaths` are not counted, nor requests waiting for
+    /// a deferred answer (`HTTPResponse.deferred`).
     public var maximumConcurrentRequests: Int
     /// Paths answered whatever the load (cheap probes: a load balancer's health check must not
     /// read an overloaded server as down).
@@ -17,12 +18,14 @@ public struct HTTPServerConfiguration: Sendable {
     /// The most connections one client address may hold open (0: no limit); one more is closed
     /// at once.
     public var maximumConnectionsPerAddress: Int
-    /// How long an idle connection stays open, in seconds (0: no limit).
+    /// How long an idle connection stays open, in seconds (0: no limit). A connection whose request
+    /// waits for a deferred answer is not idle: its clock starts again once the answer is given.
     public var connectionTimeoutSeconds: Int
     /// The slowest a request may arrive, or its answer be taken, on average from its first byte
     /// once `slowClientGraceSeconds` have passed (0: no minimum; Linux only, where the TCP
     /// counters say how fast a connection moves). A slower connection is closed: a client that
     /// trickles a byte before each idle timeout holds it no longer than the grace and a little.
+    /// While the handler runs, or its deferred answer is awaited, the connection is not paced.
     public var minimumBytesPerSecond: Int
     /// How long a request or an answer may move at any pace before `minimumBytesPerSecond` applies.
     public var slowClientGraceSeconds: Int

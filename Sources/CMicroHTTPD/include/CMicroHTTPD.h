@@ -87,6 +87,17 @@ struct MHD_Response *abrova_http_make_response(const void *body, size_t size);
 /// one it sets itself, such as Content-Length).
 int abrova_http_add_header(struct MHD_Response *response, const char *name, const char *value);
 
+/// Stops processing the connection's request until `abrova_http_resume`: it holds no thread, does
+/// not time out (libmicrohttpd restarts the idle timeout when it is resumed), is not paced, and
+/// its client's reads and closes go unnoticed meanwhile. Only valid inside the access callback.
+/// Every suspended connection must be resumed before `abrova_http_stop`.
+void abrova_http_suspend(struct MHD_Connection *connection);
+
+/// Resumes a suspended connection: libmicrohttpd calls the access callback again for its request
+/// (with no upload data), on the connection's own thread. Callable from any thread, but only on a
+/// connection that is suspended (and only once per suspension).
+void abrova_http_resume(struct MHD_Connection *connection);
+
 /// Queues `response` with `status` on the connection and releases the caller's reference to it.
 /// Only valid inside the access callback, when no upload data is being delivered. Returns 0 on
 /// failure.
