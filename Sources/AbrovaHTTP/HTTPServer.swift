@@ -61,6 +61,7 @@ public final class HTTPServer: Sendable {
             UInt32(configuration.connectionTimeoutSeconds),
             connectionMemoryLimit,
             UInt32(configuration.maximumConnectionsPerAddress),
+            UInt32(configuration.maximumConnections),
             UInt32(configuration.minimumBytesPerSecond),
             UInt32(configuration.slowClientGraceSeconds),
             accessCallback,
@@ -152,6 +153,10 @@ extension HTTPServerConfiguration {
         guard (0...Int(UInt32.max)).contains(maximumConnectionsPerAddress) else {
             throw HTTPServerError(
                 message: "maximumConnectionsPerAddress must be between 0 and \(UInt32.max), not \(maximumConnectionsPerAddress)")
+        }
+        guard (threadCount...Int(UInt32.max)).contains(maximumConnections) else {
+            throw HTTPServerError(
+                message: "maximumConnections must be between threadCount and \(UInt32.max), not \(maximumConnections)")
         }
         guard maximumConcurrentRequests >= 1 else {
             throw HTTPServerError(message: "maximumConcurrentRequests must be at least 1, not \(maximumConcurrentRequests)")

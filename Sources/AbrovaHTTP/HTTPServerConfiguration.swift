@@ -18,6 +18,11 @@ public struct HTTPServerConfiguration: Sendable {
     /// The most connections one client address may hold open (0: no limit); one more is closed
     /// at once.
     public var maximumConnectionsPerAddress: Int
+    /// The most connections open at once, from all clients, shared evenly by the `threadCount`
+    /// threads; one more is closed at once. The default is libmicrohttpd's own. Each costs a file
+    /// descriptor (see `ulimit -n`), and a request waiting for a deferred answer holds its
+    /// connection, so long polls need this well above the polls expected at once.
+    public var maximumConnections: Int
     /// How long an idle connection stays open, in seconds (0: no limit). A connection whose request
     /// waits for a deferred answer is not idle: its clock starts again once the answer is given.
     public var connectionTimeoutSeconds: Int
@@ -42,6 +47,7 @@ public struct HTTPServerConfiguration: Sendable {
         loopbackOnly: Bool = false,
         unthrottledPaths: Set<String> = ["/v1/health"],
         maximumConnectionsPerAddress: Int = 0,
+        maximumConnections: Int = 1_020,
         minimumBytesPerSecond: Int = 1_024,
         slowClientGraceSeconds: Int = 10
     ) {
@@ -49,6 +55,7 @@ public struct HTTPServerConfiguration: Sendable {
         self.slowClientGraceSeconds = slowClientGraceSeconds
         self.unthrottledPaths = unthrottledPaths
         self.maximumConnectionsPerAddress = maximumConnectionsPerAddress
+        self.maximumConnections = maximumConnections
         self.port = port
         self.threadCount = threadCount
         self.maximumBodyBytes = maximumBodyBytes
