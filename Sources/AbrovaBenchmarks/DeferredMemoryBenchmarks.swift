@@ -1,26 +1,36 @@
+import AbrovaHTTP
+import Foundation
+import Synchronization
+
+/// What a request waiting for its deferred answer (a long poll) costs the server: this
+/// process's resident memory grown by N idle waiting connections from loopback, divided by N.
+/// The clients are bare sockets in this process (their kernel buffers are not resident memory),
+/// so the growth is the server's: libmicrohttpd's connection and its memory pool, the
+/// request's state and its responder. Measured twice: the wait as a connection's first request,
+/// and after a first request answered on it (as a client that pulls, then watches).
+///
+/// First measured at about 9.2 kB first on its connection and 65.6 kB after a request, for
+/// 1,000 and 9,900 waiting: libmicrohttpd (0.9.75, and 1.0.1 alike) zeroes a connection's whole
+/// memory pool (64 KiB, `connectionMemoryLimit`) as each request ends (`MHD_pool_reset`), so
+/// every page of it is resident from then on, waiting or idle. No option of libmicrohttpd's
+/// avoids it (`MHD_OPTION_CONNECTION_MEMORY_INCREMENT` only paces the read buffer's growth);
+/// a smaller pool would, at the price of lower limits on request heads.
+struct DeferredMemoryBenchmarks {
+    let options: BenchmarkOptions
+    static let target = 20_000
+
+    func run(into report: inout BenchmarkReport) throws {
+        #if os(Linux)
+            try measureAll(into: &report)
+        #else
+            print("deferred memory: skipped, Linux only (it reads /proc/self/status)")
+        #endif
+    }
+}
+
 #if os(Linux)
-    import AbrovaHTTP
-    import Foundation
-    import Synchronization
-
-    /// What a request waiting for its deferred answer (a long poll) costs the server: this
-    /// process's resident memory grown by N idle waiting connections from loopback, divided by N.
-    /// The clients are bare sockets in this process (their kernel buffers are not resident memory),
-    /// so the growth is the server's: libmicrohttpd's connection and its memory pool, the
-    /// request's state and its responder. Measured twice: the wait as a connection's first request,
-    /// and after a first request answered on it (as a client that pulls, then watches).
-    ///
-    /// First measured at about 9.2 kB first on its connection and 65.6 kB after a request, for
-    /// 1,000 and 9,900 waiting: libmicrohttpd (0.9.75, and 1.0.1 alike) zeroes a connection's whole
-    /// memory pool (64 KiB, `connectionMemoryLimit`) as each request ends (`MHD_pool_reset`), so
-    /// every page of it is resident from then on, waiting or idle. No option of libmicrohttpd's
-    /// avoids it (`MHD_OPTION_CONNECTION_MEMORY_INCREMENT` only paces the read buffer's growth);
-    /// a smaller pool would, at the price of lower limits on request heads.
-    struct DeferredMemoryBenchmarks {
-        let options: BenchmarkOptions
-        static let target = 20_000
-
-        func run(into report: inout BenchmarkReport) throws {
+    extension DeferredMemoryBenchmarks {
+        private func measureAll(into report: inout BenchmarkReport) throws {
             raiseDescriptorLimit()
             // Two descriptors a connection (client and server), under the hard limit.
             let room = (Int(descriptorLimit()) - 200) / 2

@@ -31,13 +31,7 @@ struct ServerBenchmarks {
                     print("pull memory: skipped, Linux only (it reads the server's /proc status)")
                 #endif
             }
-            if options.runs("server-deferred-memory") {
-                #if os(Linux)
-                    try DeferredMemoryBenchmarks(options: options).run(into: &report)
-                #else
-                    print("deferred memory: skipped, Linux only (it reads /proc/self/status)")
-                #endif
-            }
+            if options.runs("server-deferred-memory") { try DeferredMemoryBenchmarks(options: options).run(into: &report) }
             if options.runs("server-processes") {
                 #if os(Linux)
                     try ProcessBenchmarks(options: options).run(into: &report)

@@ -20,14 +20,22 @@ import Testing
         }
     }
 
+    /// `count` connections, each with a request for `/wait` sent.
+    static func waiting(_ count: Int, on port: UInt16) throws -> [RawHTTPConnection] {
+        try (0..<count).map { _ in
+            let connection = try RawHTTPConnection(port: port)
+            try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            return connection
+        }
+    }
+
     @Test func anAnswerSentLaterFromAnotherThreadArrivesAndTheConnectionIsKeptAlive() async throws {
         let responders = Responders()
         let server = try Self.server(responders)
         let port = server.port
         let (inFlight, answer, next) = try await onNewThread {
             () -> (Int, RawHTTPConnection.Response, RawHTTPConnection.Response) in
-            let connection = try RawHTTPConnection(port: port)
-            try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let connection = try Self.waiting(1, on: port)[0]
             try waitBlocking { server.deferredRequests == 1 }
             let inFlight = server.requestsInFlight
             Thread {
@@ -55,11 +63,7 @@ import Testing
             responders, configuration: HTTPServerConfiguration(threadCount: 1, maximumConcurrentRequests: 2, loopbackOnly: true))
         let port = server.port
         let (inFlight, statuses, answers) = try await onNewThread { () -> (Int, [Int], [RawHTTPConnection.Response]) in
-            let waiting = try (0..<50).map { _ in
-                let connection = try RawHTTPConnection(port: port)
-                try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                return connection
-            }
+            let waiting = try Self.waiting(50, on: port)
             try waitBlocking { server.deferredRequests == 50 }
             let inFlight = server.requestsInFlight
             // Held threads would leave these unanswered past the short receive timeout; held slots, 429.
@@ -107,8 +111,7 @@ import Testing
         let server = try Self.server(responders)
         let port = server.port
         let (answer, next) = try await onNewThread { () -> (RawHTTPConnection.Response, RawHTTPConnection.Response) in
-            let connection = try RawHTTPConnection(port: port)
-            try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let connection = try Self.waiting(1, on: port)[0]
             try waitBlocking { server.deferredRequests == 1 }
             let responder = responders.all[0]
             responder.send(HTTPResponse(status: 200, body: Array("first".utf8)))
@@ -148,11 +151,7 @@ import Testing
         let server = try Self.server(responders)
         let port = server.port
         let (took, answers) = try await onNewThread { () -> (Duration, [RawHTTPConnection.Response]) in
-            let waiting = try (0..<3).map { _ in
-                let connection = try RawHTTPConnection(port: port)
-                try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                return connection
-            }
+            let waiting = try Self.waiting(3, on: port)
             try waitBlocking { server.deferredRequests == 3 }
             let started = ContinuousClock.now
             server.shutdown(timeout: .seconds(30))
@@ -175,13 +174,7 @@ import Testing
         let responders = Responders()
         let server = try Self.server(responders)
         let port = server.port
-        try await onNewThread {
-            for _ in 0..<5 {
-                let connection = try RawHTTPConnection(port: port)
-                try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                _ = connection // closed when released
-            }
-        }
+        try await onNewThread { _ = try Self.waiting(5, on: port) } // each closed when released
         try await waitUntil { server.deferredRequests == 5 }
         try await Task.sleep(for: .milliseconds(100))
         // libmicrohttpd does not watch a suspended connection: the answer finds the client gone.
@@ -197,12 +190,7 @@ import Testing
         #expect(after == 200)
 
         // Clients gone at shutdown: their requests are released with the others.
-        try await onNewThread {
-            for _ in 0..<3 {
-                let connection = try RawHTTPConnection(port: port)
-                try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            }
-        }
+        try await onNewThread { _ = try Self.waiting(3, on: port) } // each closed when released
         try await waitUntil { server.deferredRequests == 3 }
         server.shutdown()
         #expect(server.liveRequestStates == 0)
@@ -218,8 +206,7 @@ import Testing
         let port = server.port
         let (openWhileWaiting, answer, next, closedWhenIdle) = try await onNewThread {
             () -> (Bool, RawHTTPConnection.Response, RawHTTPConnection.Response, Bool) in
-            let connection = try RawHTTPConnection(port: port)
-            try connection.send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let connection = try Self.waiting(1, on: port)[0]
             try waitBlocking { server.deferredRequests == 1 }
             // Three seconds: past the timeout, and past the grace at a rate nothing meets.
             Thread.sleep(forTimeInterval: 3)
