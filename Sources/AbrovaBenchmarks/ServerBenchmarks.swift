@@ -31,6 +31,7 @@ struct ServerBenchmarks {
                     print("pull memory: skipped, Linux only (it reads the server's /proc status)")
                 #endif
             }
+            if options.runs("server-deferred-memory") { try DeferredMemoryBenchmarks(options: options).run(into: &report) }
             if options.runs("server-processes") {
                 #if os(Linux)
                     try ProcessBenchmarks(options: options).run(into: &report)

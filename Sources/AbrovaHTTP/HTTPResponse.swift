@@ -9,6 +9,8 @@ public struct HTTPResponse: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body.
     public var body: [UInt8]
+    /// Set by `deferred`: the server calls it with a responder instead of sending this response.
+    var deferredStart: (@Sendable (HTTPResponder) -> Void)?
 
     /// A response from its status, headers and body.
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {

@@ -15,7 +15,8 @@ import Synchronization
 /// `threadCount` threads, never the main thread nor a Swift concurrency executor. Calls for
 /// different requests run at the same time on different threads. A handler may block (on a
 /// database, say), but holds its thread while it does, and the other connections that thread
-/// serves wait with it.
+/// serves wait with it. A handler that waits for an event (a long poll) returns
+/// `HTTPResponse.deferred` instead, and answers later without holding a thread or a slot.
 ///
 /// The server refuses, without calling the handler: heads that could be read more than one way
 /// (400, then the connection is closed; see `HTTPHeadAmbiguity`), bodies over `maximumBodyBytes`
@@ -60,6 +61,7 @@ public final class HTTPServer: Sendable {
             UInt32(configuration.connectionTimeoutSeconds),
             connectionMemoryLimit,
             UInt32(configuration.maximumConnectionsPerAddress),
+            UInt32(configuration.maximumConnections),
             UInt32(configuration.minimumBytesPerSecond),
             UInt32(configuration.slowClientGraceSeconds),
             accessCallback,
@@ -81,9 +83,15 @@ public final class HTTPServer: Sendable {
     }
 
     /// Requests being answered now, each holding a slot: from the end of their body until their
-    /// answer is sent.
+    /// answer is sent. A request waiting for its deferred answer holds none.
     public var requestsInFlight: Int {
         core.admittedRequests.load(ordering: .relaxed)
+    }
+
+    /// Requests waiting for their deferred answer (`HTTPResponse.deferred`), each with its
+    /// connection suspended.
+    public var deferredRequests: Int {
+        core.waiting.count
     }
 
     /// Connections closed so far for moving slower than `minimumBytesPerSecond`.
@@ -100,8 +108,9 @@ public final class HTTPServer: Sendable {
     /// then stops the daemon.
     ///
     /// Once this has started, no handler is called: a request that was still arriving, or that comes
-    /// on a connection kept alive, is answered 503. New connections are refused. Calling it again
-    /// waits for the first call, then does nothing.
+    /// on a connection kept alive, is answered 503, and so is every request waiting for a deferred
+    /// answer (a later `HTTPResponder.send` does nothing). New connections are refused. Calling it
+    /// again waits for the first call, then does nothing.
     ///
     /// A handler still running after `timeout` is not interrupted: stopping the daemon waits for
     /// its thread to return, but its answer is not sent (the connection is closed).
@@ -112,8 +121,14 @@ public final class HTTPServer: Sendable {
             // is refused, or this loop sees it counted in `answeringRequests` and waits for it.
             core.isShuttingDown.store(true, ordering: .sequentiallyConsistent)
             abrova_http_quiesce(running)
+            // libmicrohttpd 0.9.75 aborts when stopped with a connection suspended. A request
+            // suspended before this is answered here; a handler that defers after it is refused.
+            core.waiting.close(answering: .shuttingDown)
             let deadline = ContinuousClock.now.advanced(by: timeout)
-            while core.answeringRequests.load(ordering: .sequentiallyConsistent) > 0, ContinuousClock.now < deadline {
+            while core.answeringRequests.load(ordering: .sequentiallyConsistent) > 0
+                || core.waiting.answeredRequests.load(ordering: .sequentiallyConsistent) > 0,
+                ContinuousClock.now < deadline
+            {
                 usleep(1_000)
             }
             abrova_http_stop(running)
@@ -138,6 +153,10 @@ extension HTTPServerConfiguration {
         guard (0...Int(UInt32.max)).contains(maximumConnectionsPerAddress) else {
             throw HTTPServerError(
                 message: "maximumConnectionsPerAddress must be between 0 and \(UInt32.max), not \(maximumConnectionsPerAddress)")
+        }
+        guard (threadCount...Int(UInt32.max)).contains(maximumConnections) else {
+            throw HTTPServerError(
+                message: "maximumConnections must be between threadCount and \(UInt32.max), not \(maximumConnections)")
         }
         guard maximumConcurrentRequests >= 1 else {
             throw HTTPServerError(message: "maximumConcurrentRequests must be at least 1, not \(maximumConcurrentRequests)")
@@ -219,6 +238,8 @@ private final class RequestState {
     var isAdmitted = false
     /// Counted in `answeringRequests`.
     var isAnswering = false
+    /// Set once the handler deferred its answer: the request's place in `ServerCore.waiting`.
+    var waitingID: WaitingRequests.ID?
     var hasResponse = false
 
     init(core: ServerCore, method: String, path: String) {
@@ -246,6 +267,8 @@ private final class ServerCore: Sendable {
     let isShuttingDown = Atomic<Bool>(false)
     /// `RequestState`s allocated and not yet freed.
     let liveRequestStates = Atomic<Int>(0)
+    /// Requests whose handler deferred the answer.
+    let waiting = WaitingRequests()
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
@@ -329,6 +352,11 @@ private final class ServerCore: Sendable {
 
     /// The body is complete: call the handler and send its response.
     private func answer(_ state: RequestState, on connection: OpaquePointer) -> Bool {
+        if let id = state.waitingID {
+            // Called again after the resume, which comes only once the answer is kept.
+            guard let response = waiting.takeAnswer(id) else { return false }
+            return respond(response, to: state, on: connection)
+        }
         if state.isTooLarge {
             return respond(.tooLarge(maximumBodyBytes), to: state, on: connection)
         }
@@ -354,7 +382,29 @@ private final class ServerCore: Sendable {
             body: state.body
         )
         state.body = [] // the request owns the only copy now
-        return respond(handler(request), to: state, on: connection)
+        let response = handler(request)
+        guard let start = response.deferredStart else {
+            return respond(response, to: state, on: connection)
+        }
+        return deferAnswer(start, state, on: connection)
+    }
+
+    /// The handler answers later: the connection is suspended, and the request gives back its
+    /// slot and leaves `answeringRequests` before `start` gets the responder.
+    private func deferAnswer(_ start: @Sendable (HTTPResponder) -> Void, _ state: RequestState, on connection: OpaquePointer) -> Bool {
+        guard let id = waiting.suspend(connection) else {
+            return respond(.shuttingDown, to: state, on: connection)
+        }
+        state.waitingID = id
+        if state.isAdmitted {
+            state.isAdmitted = false
+            admittedRequests.subtract(1, ordering: .relaxed)
+        }
+        // After the suspension: from then on `shutdown` answers the request, and waits for that.
+        state.isAnswering = false
+        answeringRequests.subtract(1, ordering: .sequentiallyConsistent)
+        start(HTTPResponder(requests: waiting, id: id))
+        return true
     }
 
     private func respond(_ response: HTTPResponse, to state: RequestState, on connection: OpaquePointer) -> Bool {
@@ -373,6 +423,7 @@ private final class ServerCore: Sendable {
     func complete(_ state: RequestState) {
         if state.isAdmitted { admittedRequests.subtract(1, ordering: .relaxed) }
         if state.isAnswering { answeringRequests.subtract(1, ordering: .sequentiallyConsistent) }
+        if let id = state.waitingID { waiting.complete(id) }
     }
 }
 

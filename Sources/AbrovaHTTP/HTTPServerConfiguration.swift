@@ -9,7 +9,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var maximumBodyBytes: Int
     /// The most requests being answered at once, each counted from the end of its body (a client
     /// still sending holds no slot) until its answer is sent; one more is answered with 429 and
-    /// `Retry-After: 1`. Requests for `unthrottledPaths` are not counted.
+    /// `Retry-After: 1`. Requests for `unthrottledPaths` are not counted, nor requests waiting for
+    /// a deferred answer (`HTTPResponse.deferred`).
     public var maximumConcurrentRequests: Int
     /// Paths answered whatever the load (cheap probes: a load balancer's health check must not
     /// read an overloaded server as down).
@@ -17,12 +18,19 @@ public struct HTTPServerConfiguration: Sendable {
     /// The most connections one client address may hold open (0: no limit); one more is closed
     /// at once.
     public var maximumConnectionsPerAddress: Int
-    /// How long an idle connection stays open, in seconds (0: no limit).
+    /// The most connections open at once, from all clients, shared evenly by the `threadCount`
+    /// threads; one more is closed at once. The default is libmicrohttpd's own. Each costs a file
+    /// descriptor (see `ulimit -n`), and a request waiting for a deferred answer holds its
+    /// connection, so long polls need this well above the polls expected at once.
+    public var maximumConnections: Int
+    /// How long an idle connection stays open, in seconds (0: no limit). A connection whose request
+    /// waits for a deferred answer is not idle: its clock starts again once the answer is given.
     public var connectionTimeoutSeconds: Int
     /// The slowest a request may arrive, or its answer be taken, on average from its first byte
     /// once `slowClientGraceSeconds` have passed (0: no minimum; Linux only, where the TCP
     /// counters say how fast a connection moves). A slower connection is closed: a client that
     /// trickles a byte before each idle timeout holds it no longer than the grace and a little.
+    /// While the handler runs, or its deferred answer is awaited, the connection is not paced.
     public var minimumBytesPerSecond: Int
     /// How long a request or an answer may move at any pace before `minimumBytesPerSecond` applies.
     public var slowClientGraceSeconds: Int
@@ -39,6 +47,7 @@ public struct HTTPServerConfiguration: Sendable {
         loopbackOnly: Bool = false,
         unthrottledPaths: Set<String> = ["/v1/health"],
         maximumConnectionsPerAddress: Int = 0,
+        maximumConnections: Int = 1_020,
         minimumBytesPerSecond: Int = 1_024,
         slowClientGraceSeconds: Int = 10
     ) {
@@ -46,6 +55,7 @@ public struct HTTPServerConfiguration: Sendable {
         self.slowClientGraceSeconds = slowClientGraceSeconds
         self.unthrottledPaths = unthrottledPaths
         self.maximumConnectionsPerAddress = maximumConnectionsPerAddress
+        self.maximumConnections = maximumConnections
         self.port = port
         self.threadCount = threadCount
         self.maximumBodyBytes = maximumBodyBytes

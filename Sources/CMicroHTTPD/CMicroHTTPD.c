@@ -34,7 +34,8 @@
 enum pace_phase {
     PACE_IDLE,       // between requests: libmicrohttpd's idle timeout applies
     PACE_RECEIVING,  // a request has begun to arrive and is not whole
-    PACE_HANDLING,   // the request is whole and the handler runs: not the client's to pace
+    PACE_HANDLING,   // the request is whole and the handler runs, or its connection is suspended
+                     // until a deferred answer comes: not the client's to pace
     PACE_SENDING,    // an answer is queued: the client must take it at the minimum rate
 };
 
@@ -279,6 +280,7 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
                                       unsigned int connection_timeout_seconds,
                                       size_t connection_memory_limit,
                                       unsigned int per_address_connection_limit,
+                                      unsigned int connection_limit,
                                       unsigned int minimum_bytes_per_second,
                                       unsigned int slow_client_grace_seconds,
                                       abrova_http_access_callback access,
@@ -315,9 +317,10 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
     loopback.sin_port = htons(port);
     loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 
-    // MHD_USE_ITC is what MHD_quiesce_daemon needs in threaded modes; MHD_USE_AUTO picks epoll on
-    // Linux, so connections are not limited by FD_SETSIZE.
-    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC;
+    // MHD_USE_ITC is what MHD_quiesce_daemon needs in threaded modes (and what wakes a thread to
+    // process a resumed connection); MHD_USE_AUTO picks epoll on Linux, so connections are not
+    // limited by FD_SETSIZE.
+    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
     errno = 0;
     daemon->daemon = MHD_start_daemon(
         flags, port, NULL, NULL, access_trampoline, daemon,
@@ -326,6 +329,8 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_limit,
         // 0 is no limit.
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_connection_limit,
+        // In all, divided among the pool's threads; epoll, unlike select, lets it pass FD_SETSIZE.
+        MHD_OPTION_CONNECTION_LIMIT, connection_limit,
         MHD_OPTION_NOTIFY_COMPLETED, completed_trampoline, daemon,
         MHD_OPTION_NOTIFY_CONNECTION, notify_connection, daemon,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
@@ -428,6 +433,16 @@ struct MHD_Response *abrova_http_make_response(const void *body, size_t size) {
 
 int abrova_http_add_header(struct MHD_Response *response, const char *name, const char *value) {
     return MHD_add_response_header(response, name, value) == MHD_YES;
+}
+
+void abrova_http_suspend(struct MHD_Connection *connection) {
+    // The phase stays PACE_HANDLING, which the pacer skips, until the answer is queued after the
+    // resume; libmicrohttpd itself takes a suspended connection off its timeout lists.
+    MHD_suspend_connection(connection);
+}
+
+void abrova_http_resume(struct MHD_Connection *connection) {
+    MHD_resume_connection(connection);
 }
 
 int abrova_http_queue_response(struct MHD_Connection *connection,

@@ -131,6 +131,32 @@ import Testing
         server.shutdown()
     }
 
+    @Test func theServerHoldsNoMoreConnectionsThanItsLimit() async throws {
+        let server = try HTTPServer(
+            configuration: HTTPServerConfiguration(threadCount: 1, loopbackOnly: true, maximumConnections: 2)
+        ) { _ in
+            HTTPResponse(status: 200, body: Array("ok".utf8))
+        }
+        let port = server.port
+        let (kept, refused) = try await onNewThread { () -> ([Int], Bool) in
+            let idle = try (0..<2).map { _ in try RawHTTPConnection(port: port) }
+            let kept = try idle.map { connection in
+                try connection.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return try connection.readResponse().status
+            }
+            let extra = try RawHTTPConnection(port: port, receiveTimeoutSeconds: 5)
+            let refused =
+                (try? { () throws -> Int in
+                    try extra.send("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    return try extra.readResponse().status
+                }()) == nil
+            return (kept, refused)
+        }
+        #expect(kept == [200, 200])
+        #expect(refused, "a third connection was served")
+        server.shutdown()
+    }
+
     @Test func aClientThatTricklesItsBodyIsClosedWhenItStallsPastTheTimeout() async throws {
         let server = try HTTPServer(
             configuration: HTTPServerConfiguration(

@@ -50,6 +50,7 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
                                       unsigned int connection_timeout_seconds,
                                       size_t connection_memory_limit,
                                       unsigned int per_address_connection_limit,
+                                      unsigned int connection_limit,
                                       unsigned int minimum_bytes_per_second,
                                       unsigned int slow_client_grace_seconds,
                                       abrova_http_access_callback access,
@@ -86,6 +87,17 @@ struct MHD_Response *abrova_http_make_response(const void *body, size_t size);
 /// Adds a header to a response. Returns 0 when libmicrohttpd refuses it (a malformed header, or
 /// one it sets itself, such as Content-Length).
 int abrova_http_add_header(struct MHD_Response *response, const char *name, const char *value);
+
+/// Stops processing the connection's request until `abrova_http_resume`: it holds no thread, does
+/// not time out (libmicrohttpd restarts the idle timeout when it is resumed), is not paced, and
+/// its client's reads and closes go unnoticed meanwhile. Only valid inside the access callback.
+/// Every suspended connection must be resumed before `abrova_http_stop`.
+void abrova_http_suspend(struct MHD_Connection *connection);
+
+/// Resumes a suspended connection: libmicrohttpd calls the access callback again for its request
+/// (with no upload data), on the connection's own thread. Callable from any thread, but only on a
+/// connection that is suspended (and only once per suspension).
+void abrova_http_resume(struct MHD_Connection *connection);
 
 /// Queues `response` with `status` on the connection and releases the caller's reference to it.
 /// Only valid inside the access callback, when no upload data is being delivered. Returns 0 on
