@@ -129,6 +129,8 @@ func runServer(_ options: ServeOptions) throws {
     stopped.wait()
     logLine("stopping: finishing requests in flight")
     purge.cancel()
+    // Waiting watches are told "nothing new" first, so their devices simply watch again elsewhere.
+    service.stopWatching()
     server.shutdown(timeout: .seconds(30))
     logLine("stopped")
 }

@@ -17,9 +17,12 @@ final class LiveServer: Sendable {
     init(
         _ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), body: BodyLimits = BodyLimits(),
         http: HTTPServerConfiguration = HTTPServerConfiguration(port: 0, loopbackOnly: true),
+        watchIdleTime: Duration = .seconds(25), maximumWatches: Int = 10_000,
         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil, log: @escaping @Sendable (String) -> Void = { _ in }
     ) throws {
-        fixture = try ServiceFixture(kind, rules: rules, limits: limits, afterPushCommit: afterPushCommit)
+        fixture = try ServiceFixture(
+            kind, rules: rules, limits: limits, watchIdleTime: watchIdleTime, maximumWatches: maximumWatches,
+            afterPushCommit: afterPushCommit)
         let authenticator = ConfiguredAuthenticator(apiKeys: [Self.apiKey], tokens: ["token-ana": "ana", "token-ben": "ben"])
         let handler = SyncHTTPHandler(service: fixture.service, authenticator: authenticator, limits: body, log: log)
         server = try HTTPServer(configuration: http) { handler.handle($0) }

@@ -26,12 +26,15 @@ final class ServiceFixture: Sendable {
 
     init(
         _ kind: StoreKind, rules: RuleBook = RuleBook(), limits: WireLimits = WireLimits(), retention: TimeInterval = 3_600,
+        watchIdleTime: Duration = .seconds(25), maximumWatches: Int = 10_000,
         afterPushCommit: (@Sendable (PushRequest) throws -> Void)? = nil
     ) throws {
         test = try TestStore(kind)
         let clock = now
         var configuration = ServiceConfiguration(limits: limits, tombstoneRetention: retention, clock: { clock.value })
         configuration.afterPushCommit = afterPushCommit
+        configuration.watchIdleTime = watchIdleTime
+        configuration.maximumWatches = maximumWatches
         service = try SyncService(store: test.store, rules: rules, configuration: configuration)
     }
 
