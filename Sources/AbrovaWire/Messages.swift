@@ -421,7 +421,7 @@ public func checkClientID(_ clientID: String) throws(Refusal) {
 
 // MARK: - Reading parts
 
-private func parse(_ body: some Collection<UInt8>) throws(Refusal) -> Value {
+func parse(_ body: some Collection<UInt8>) throws(Refusal) -> Value {
     do {
         return try Value(json: body, maximumDepth: ValueLimits.maximumEncodedDepth)
     } catch {
@@ -430,7 +430,7 @@ private func parse(_ body: some Collection<UInt8>) throws(Refusal) -> Value {
 }
 
 /// The entries of a map whose keys are all in `allowed`.
-private func fields(of value: Value, allowed: Set<String>, in context: String) throws(Refusal) -> [String: Value] {
+func fields(of value: Value, allowed: Set<String>, in context: String) throws(Refusal) -> [String: Value] {
     guard case .map(let parts) = value else { throw Refusal.invalid("\(context) must be a JSON object") }
     if let unknown = parts.keys.first(where: { !allowed.contains($0) }) {
         throw unknownKeyError(unknown, allowed: allowed, in: context)
