@@ -2,15 +2,38 @@ import AbrovaCore
 import Foundation
 
 /// The store's listeners: each an `AsyncStream` that hears of every committed change to what it
-/// watches. Any number may listen; ending one affects no other.
+/// watches, when what it shows changed: a change that leaves its snapshot as it was (the device's
+/// own write pulled back, another document of the collection) is not told. Any number may listen;
+/// ending one affects no other.
 struct Listeners {
     enum Listener {
-        case document(DocumentKey, AsyncStream<DocumentSnapshot>.Continuation)
-        case query(DocumentQuery, AsyncStream<[DocumentSnapshot]>.Continuation)
+        /// A document's listener, with the snapshot it was last given.
+        case document(DocumentKey, AsyncStream<DocumentSnapshot>.Continuation, shown: DocumentSnapshot?)
+        /// A query's listener, with the documents it was last given.
+        case query(DocumentQuery, AsyncStream<[DocumentSnapshot]>.Continuation, shown: [DocumentSnapshot]?)
         case unsentWrites(AsyncStream<Int>.Continuation)
+        /// Hears how many document and query listeners there are.
+        case liveListenerCount(AsyncStream<Int>.Continuation)
+
+        /// Whether it shows documents (what keeps a device watching the server for news).
+        var showsDocuments: Bool {
+            switch self {
+            case .document, .query: true
+            case .unsentWrites, .liveListenerCount: false
+            }
+        }
     }
 
     var all: [UUID: Listener] = [:]
+
+    /// How many listeners show documents.
+    var liveCount: Int { all.values.count(where: \.showsDocuments) }
+
+    /// Tells the count listeners how many listeners show documents now.
+    func tellLiveCount() {
+        let count = liveCount
+        for case .liveListenerCount(let continuation) in all.values { continuation.yield(count) }
+    }
 }
 
 extension LocalStore {
@@ -18,16 +41,18 @@ extension LocalStore {
     /// pulled changes), until the stream is dropped or cancelled.
     package func changes(of key: DocumentKey) -> AsyncStream<DocumentSnapshot> {
         let (stream, continuation) = AsyncStream.makeStream(of: DocumentSnapshot.self)
-        if let snapshot = try? document(key) { continuation.yield(snapshot) }
-        register(.document(key, continuation), continuation)
+        let snapshot = try? document(key)
+        if let snapshot { continuation.yield(snapshot) }
+        register(.document(key, continuation, shown: snapshot), continuation)
         return stream
     }
 
     /// The query's documents now, then after every committed change in its collection.
     package func changes(matching query: DocumentQuery) -> AsyncStream<[DocumentSnapshot]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [DocumentSnapshot].self)
-        if let documents = try? documents(matching: query) { continuation.yield(documents) }
-        register(.query(query, continuation), continuation)
+        let documents = try? documents(matching: query)
+        if let documents { continuation.yield(documents) }
+        register(.query(query, continuation, shown: documents), continuation)
         return stream
     }
 
@@ -39,21 +64,33 @@ extension LocalStore {
         return stream
     }
 
+    /// How many document and query listeners there are, now and whenever it changes: while any
+    /// shows documents, the SDK watches the server for news. Not counted itself.
+    package func liveListenerCounts() -> AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+        continuation.yield(listeners.liveCount)
+        register(.liveListenerCount(continuation), continuation)
+        return stream
+    }
+
     private func register<Element>(_ listener: Listeners.Listener, _ continuation: AsyncStream<Element>.Continuation) {
         guard !isClosed else { return continuation.finish() }
         let id = UUID()
         listeners.all[id] = listener
         continuation.onTermination = { [weak self] _ in Task { await self?.removeListener(id) } }
+        if listener.showsDocuments { listeners.tellLiveCount() }
     }
 
     private func removeListener(_ id: UUID) {
-        listeners.all[id] = nil
+        guard let removed = listeners.all.removeValue(forKey: id) else { return }
+        if removed.showsDocuments { listeners.tellLiveCount() }
     }
 
     /// The number of listeners, for tests.
     package var listenerCount: Int { listeners.all.count }
 
-    /// Tells the listeners of what a committed transaction changed.
+    /// Tells the listeners of what a committed transaction changed, each only when what it shows
+    /// is not what it was last given (a rollback is always told: it is news of its own).
     /// (The keys are an autoclosure: with no listener, as when an app writes in bulk, no set is built.)
     func notify(
         changed changedKeys: @autoclosure () -> Set<DocumentKey>, rollbacks: Set<DocumentKey> = [],
@@ -62,14 +99,20 @@ extension LocalStore {
         guard !listeners.all.isEmpty else { return }
         let keys = changedKeys()
         let collections = Set(keys.map(\.collection))
-        for listener in listeners.all.values {
+        for (id, listener) in listeners.all {
             switch listener {
-            case .document(let key, let continuation) where keys.contains(key):
+            case .document(let key, let continuation, let shown) where keys.contains(key):
                 guard let snapshot = try? document(key) else { continue }
-                continuation.yield(rollbacks.contains(key) ? snapshot.markingRollback() : snapshot)
-            case .query(let query, let continuation) where collections.contains(query.collection):
+                let isRollback = rollbacks.contains(key)
+                guard isRollback || snapshot != shown else { continue }
+                continuation.yield(isRollback ? snapshot.markingRollback() : snapshot)
+                listeners.all[id] = .document(key, continuation, shown: snapshot)
+            case .query(let query, let continuation, let shown) where collections.contains(query.collection):
                 guard let documents = try? documents(matching: query) else { continue }
+                let isRollback = documents.contains { rollbacks.contains($0.key) }
+                guard isRollback || documents != shown else { continue }
                 continuation.yield(documents.map { rollbacks.contains($0.key) ? $0.markingRollback() : $0 })
+                listeners.all[id] = .query(query, continuation, shown: documents)
             case .unsentWrites(let continuation) where unsentWritesChanged:
                 continuation.yield(unsentWriteCount)
             default:

@@ -101,9 +101,10 @@ package actor LocalStore {
         memory.closed()
         for listener in listeners.all.values {
             switch listener {
-            case .document(_, let continuation): continuation.finish()
-            case .query(_, let continuation): continuation.finish()
+            case .document(_, let continuation, _): continuation.finish()
+            case .query(_, let continuation, _): continuation.finish()
             case .unsentWrites(let continuation): continuation.finish()
+            case .liveListenerCount(let continuation): continuation.finish()
             }
         }
         listeners.all = [:]

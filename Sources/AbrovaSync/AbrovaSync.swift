@@ -95,7 +95,7 @@ public final class AbrovaSync: Sendable {
         platformSignals = PlatformSignals { [weak current] in current?.value.engine }
         reference.value = InstanceReference(value: self)
         let engine = first.engine
-        Task { await engine.sync() }
+        Task { await engine.start() }
     }
 
     deinit {
@@ -243,7 +243,7 @@ public final class AbrovaSync: Sendable {
         sessions.send(session)
         await old.store.close()
         let engine = session.engine
-        Task { await engine.sync() }
+        Task { await engine.start() }
     }
 
     // MARK: Data

@@ -127,6 +127,9 @@ public struct AbrovaSyncConfig: Sendable {
     public let maximumBatchChanges: Int
     /// How long a request may take before the server counts as unreachable.
     public let requestTimeout: Duration
+    /// Whether the SDK holds a watch on the server while a document or query listener is there,
+    /// so that another device's change shows at once (else only at the next sync).
+    public let liveUpdates: Bool
 
     /// Whether the app chose `storePath` (else it is the default of `userId`).
     var choseStorePath = false
@@ -177,6 +180,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     private var makeTransport: TransportMaker?
     private var maximumBatchChanges = 500
     private var requestTimeout = Duration.seconds(30)
+    private var liveUpdates = true
 
     /// A builder with the defaults: offline persistence on, sync on reconnect, `serverWins`.
     public init(apiKey: String) { self.apiKey = apiKey }
@@ -227,6 +231,13 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     public func requestTimeout(_ timeout: Duration) -> Self { with { $0.requestTimeout = timeout } }
     /// The most changes in one push (default 500, the server's limit is 1,000).
     public func maximumBatchChanges(_ count: Int) -> Self { with { $0.maximumBatchChanges = count } }
+    /// Live updates (default true): while a document or query listener is there, the app is in
+    /// the foreground and not disconnected, the SDK holds one long poll on the server
+    /// (`GET /v1/watch`) and pulls as soon as it says something changed; the connection state is
+    /// then `live`. Off, listeners hear of other devices' changes at the next sync only.
+    ///
+    ///     let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY").liveUpdates(false).build()
+    public func liveUpdates(_ enabled: Bool) -> Self { with { $0.liveUpdates = enabled } }
 
     /// The configuration.
     ///
@@ -250,7 +261,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
             conflictResolver: conflictResolver, storePath: path, userId: userId, authToken: authToken,
             offlineCacheSizeMb: offlineCacheSizeMb, maxSyncRetries: maxSyncRetries, retryPolicy: retryPolicy,
             clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges,
-            requestTimeout: requestTimeout)
+            requestTimeout: requestTimeout, liveUpdates: liveUpdates)
         config.choseStorePath = storePath != nil
         return config
     }

@@ -8,7 +8,8 @@
     ///
     /// `curl_easy_perform` blocks, so each transfer runs on its handle's own serial dispatch queue,
     /// never on a Swift concurrency thread; the caller waits on a continuation, and cancelling it
-    /// resumes the caller at once while libcurl aborts at its next progress call. Handles go back to
+    /// resumes the caller at once while libcurl aborts at its next progress call (about once a
+    /// second while nothing arrives, as in a long poll), closing the connection. Handles go back to
     /// a small pool after each transfer and keep their connections open, so requests to one server
     /// reuse a connection (a push per batch would otherwise pay a TCP handshake each).
     ///

@@ -8,8 +8,9 @@ import Foundation
 /// connection to the last byte; redirects are not followed (the 3xx is the answer); content
 /// encodings are left as they came (the transport decodes zstd); no cookies are kept or sent; a
 /// body past the exchange's answer limit is abandoned as it arrives and reported with
-/// `exceedsLimit`; cancelling the calling task ends the exchange at once; an answer cut short at
-/// any point is a failure, never an answer.
+/// `exceedsLimit`; cancelling the calling task ends the exchange at once and closes its connection
+/// (the server sees a long poll given up: `WatchTransportTests`); an answer cut short at any point
+/// is a failure, never an answer.
 protocol HTTPExchange: Sendable {
     /// Sends `request` and waits for its answer, whatever its status.
     ///

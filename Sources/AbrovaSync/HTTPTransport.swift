@@ -49,6 +49,10 @@ package final class HTTPTransport: SyncTransport {
 
     /// How long `isReachable()` waits at most.
     private static let reachabilityTimeout: Duration = .seconds(5)
+    /// How much longer than the server's idle time a watch may take: the idle answer's way back.
+    static let watchMargin: Duration = .seconds(10)
+    /// The server's watch idle time, once a health answer said it (or that it says nothing).
+    private let announcedWatchIdle = Mutex<Duration?>(nil)
 
     /// A transport to the server at `serverURL`.
     ///
@@ -149,7 +153,9 @@ package final class HTTPTransport: SyncTransport {
             let body = try? Self.content(of: answer, limit: maximumAnswerBytes)
         else { return false }
         // A captive portal answers 200 too, with a page of its own.
-        return HealthResponse(body: body) != nil
+        guard let health = HealthResponse(body: body) else { return false }
+        noteWatchIdle(in: health)
+        return true
     }
 
     /// `GET /v1/health`: the limits the server announces (`nil` from a server that announces
@@ -162,7 +168,31 @@ package final class HTTPTransport: SyncTransport {
             guard let health = HealthResponse(body: bytes) else { throw Refusal.invalid("not the sync server's health answer") }
             return health
         }
+        noteWatchIdle(in: health)
         return health.limits
+    }
+
+    /// `GET /v1/watch`: waits for the server to say whether something changed after `cursor`
+    /// (`nil`: from the beginning). The request may take the server's idle time
+    /// (`watchIdleSeconds` in `GET /v1/health`, asked before the first watch; 25 s when not
+    /// announced) plus a margin, not `timeout`.
+    ///
+    /// - Throws: `TransportFailure`: `.refused(.notFound, _)` when the server has no such route
+    ///   (its own 404, with the protocol's JSON error body; a proxy's 404 page is `.unreachable`);
+    ///   `.refused(.invalid or .resyncRequired, _)` for a cursor a pull would refuse so.
+    package func watch(cursor: String?) async throws(TransportFailure) -> Bool {
+        if announcedWatchIdle.withLock({ $0 }) == nil { _ = try? await serverLimits() }
+        let wait = (announcedWatchIdle.withLock { $0 } ?? .seconds(ServerLimits.defaultWatchIdleSeconds)) + Self.watchMargin
+        var request = try makeRequest(method: "GET", path: "/v1/watch", query: cursor.map { "cursor=" + Self.percentEncoded($0) })
+        request.timeoutInterval = Self.seconds(wait)
+        let answer = try await send(request, timeout: wait)
+        return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try WatchResponse(body: bytes).changed }
+    }
+
+    /// Keeps the watch idle time a health answer announces (the default when it announces none).
+    private func noteWatchIdle(in health: HealthResponse) {
+        let idle = Duration.seconds(health.limits?.watchIdleSeconds ?? ServerLimits.defaultWatchIdleSeconds)
+        announcedWatchIdle.withLock { $0 = idle }
     }
 
     /// `GET /v1/session`: the user the current token names (`.some(nil)`: the anonymous caller);

@@ -5,20 +5,26 @@ import Foundation
 #endif
 
 /// What the platform says about the app and the network, turned into engine events: the app
-/// coming to the foreground (a notification the app framework posts), and, where the Network
+/// coming to the foreground or going to the background (notifications the app framework posts),
+/// and, where the Network
 /// framework exists, the device's network path coming up or going away.
 ///
 /// Unchecked because `NWPathMonitor` is: its handler and `cancel()` are safe from any thread.
 final class PlatformSignals: @unchecked Sendable {
     /// The notification the app framework posts when the app comes back to the foreground.
     /// UIKit's and AppKit's names, spelled out so this file needs neither framework.
+    /// The notification posted when the app goes to the background (on macOS, when it is hidden:
+    /// a Mac app that is merely not frontmost still shows its windows).
     #if os(macOS)
         static let foregroundNotification = Notification.Name("NSApplicationWillBecomeActiveNotification")
+        static let backgroundNotification = Notification.Name("NSApplicationDidHideNotification")
     #else
         static let foregroundNotification = Notification.Name("UIApplicationWillEnterForegroundNotification")
+        static let backgroundNotification = Notification.Name("UIApplicationDidEnterBackgroundNotification")
     #endif
 
     private let foregroundObserver: ObserverToken
+    private let backgroundObserver: ObserverToken
     #if canImport(Network)
         private let pathMonitor: NWPathMonitor
     #endif
@@ -30,6 +36,11 @@ final class PlatformSignals: @unchecked Sendable {
             Task { await engine.cameToForeground() }
         }
         foregroundObserver = ObserverToken(token, center: notificationCenter)
+        let background = notificationCenter.addObserver(forName: Self.backgroundNotification, object: nil, queue: nil) { _ in
+            guard let engine = engine() else { return }
+            Task { await engine.wentToBackground() }
+        }
+        backgroundObserver = ObserverToken(background, center: notificationCenter)
         #if canImport(Network)
             // Satisfied means some interface can route; the probe still decides whether the server
             // answers. The first update only reports the path as it is at start.
@@ -46,6 +57,7 @@ final class PlatformSignals: @unchecked Sendable {
     /// Stops listening.
     func cancel() {
         foregroundObserver.remove()
+        backgroundObserver.remove()
         #if canImport(Network)
             pathMonitor.cancel()
         #endif

@@ -28,6 +28,9 @@ extension AbrovaSync {
         case connecting
         /// The server answered.
         case connected
+        /// The server answered, and the SDK holds a watch: another device's change shows here as
+        /// it happens (live updates, while a document or query listener is there).
+        case live
         /// The server cannot be reached, or the app disconnected.
         case disconnected
         /// The server refused the credentials.
@@ -175,6 +178,14 @@ actor SyncRunner {
     private var random = SystemRandomNumberGenerator()
     /// How many runs started, for tests of single-flight.
     private(set) var runsStarted = 0
+    /// The live-update watch's decisions (WatchDecisions, free of I/O), and its I/O: the watch
+    /// out, the backoff after a failed one, the cursor the last answered watch was sent with, and
+    /// the task that follows the store's count of listeners.
+    private(set) var watch: WatchDecisions
+    private var watchRequest: Task<Void, Never>?
+    private var watchBackoff: Task<Void, Never>?
+    private var watchedCursor: String?
+    private var listenerFollower: Task<Void, Never>?
 
     init(
         store: LocalStore, transport: any SyncTransport, configuration: AbrovaSyncConfig, events: SyncEvents = SyncEvents(),
@@ -186,11 +197,30 @@ actor SyncRunner {
         self.events = events
         self.tokenOfAnotherUser = tokenOfAnotherUser
         decisions = SyncDecisions(syncOnReconnect: configuration.syncOnReconnect)
+        watch = WatchDecisions(isEnabled: configuration.liveUpdates)
+    }
+
+    /// Starts the engine: follows the store's listeners for live updates, and runs sync at once
+    /// (sending writes queued in an earlier session, pulling what changed).
+    func start() async {
+        if watch.isEnabled, listenerFollower == nil, watch.phase != .closed {
+            // Holds the engine only between counts, so an engine the app dropped stops following.
+            listenerFollower = Task { [weak self, store] in
+                for await count in await store.liveListenerCounts() {
+                    guard let self else { return }
+                    await self.handleWatch(.listenersChanged(count))
+                }
+            }
+        }
+        await sync()
     }
 
     deinit {
         probe?.cancel()
         retry?.cancel()
+        watchRequest?.cancel()
+        watchBackoff?.cancel()
+        listenerFollower?.cancel()
     }
 
     /// Whether requests should go to the server now.
@@ -200,8 +230,9 @@ actor SyncRunner {
     /// changed) and carries out their actions.
     private func handle(_ event: SyncDecisions.Event) {
         let actions = decisions.handle(event)
-        events.emit(.connectionState(decisions.connection))
         events.emit(.syncState(decisions.syncState))
+        updateWatchConditions()
+        events.emit(.connectionState(watch.shown(decisions.connection)))
         for action in actions {
             switch action {
             case .sync: Task { await self.sync() }
@@ -283,6 +314,7 @@ actor SyncRunner {
         runsStarted += 1
         current?.phase = .working
         runProgress = SyncProgress()
+        handleWatch(.runStarted)
         handle(.runStarted)
         events.emit(.syncStarted)
         var result = RunResult()
@@ -318,6 +350,7 @@ actor SyncRunner {
         // In one step with nothing awaited before: no write can come to wait on a run that has ended.
         current = nil
         answerWaitingWrites(upTo: .max, with: result)
+        handleWatch(.runEnded)
         return result
     }
 
@@ -668,13 +701,20 @@ actor SyncRunner {
     /// The device's network came up or went away (from a path monitor).
     func networkChanged(available: Bool) { handle(available ? .networkAvailable : .networkLost) }
 
-    /// The app came to the foreground: sync as at start.
-    func cameToForeground() { handle(.foreground) }
+    /// The app came to the foreground: sync as at start, and watch again.
+    func cameToForeground() {
+        handleWatch(.foreground)
+        handle(.foreground)
+    }
+
+    /// The app went to the background: no watch until it comes back.
+    func wentToBackground() { handleWatch(.background) }
 
     /// A new token came: sync runs again (a run already working used the old token, so this is
     /// a new run), which resumes sync if it had stopped on a refused token.
     func tokenReplaced() {
         tokenGeneration += 1
+        handleWatch(.tokenReplaced)
         handle(.tokenReplaced)
     }
 
@@ -683,6 +723,7 @@ actor SyncRunner {
     /// out under another's token; then a run starts, asking first whose the new token is.
     func replaceToken(_ apply: @Sendable () -> Void) async {
         isReplacingToken = true
+        updateWatchConditions() // the watch out carries the old token
         if let followUp { _ = await followUp.value }
         if let current { _ = await current.task.value }
         apply()
@@ -692,11 +733,104 @@ actor SyncRunner {
 
     /// Stops probing and lets a run in progress end (the instance ends the streams).
     func close() async {
+        handleWatch(.close)
+        listenerFollower?.cancel()
+        listenerFollower = nil
         handle(.close) // no new runs, no probing
         retry?.cancel()
         retry = nil
         if let followUp { _ = await followUp.value }
         if let current { _ = await current.task.value }
+    }
+}
+
+// MARK: Live updates
+
+extension SyncRunner {
+    /// Whether the engine may talk to the server for a watch: online, the token not refused and
+    /// not being replaced.
+    private var isServerAvailableForWatch: Bool { decisions.isOnline && decisions.connection != .error && !isReplacingToken }
+
+    /// Tells the watch's decisions when the engine's say otherwise about the server.
+    fileprivate func updateWatchConditions() {
+        let available = isServerAvailableForWatch
+        guard available != watch.isServerAvailable else { return }
+        handleWatch(.serverAvailable(available))
+    }
+
+    /// Feeds an event to the watch's decisions, tells the connection state (`live` or not) and
+    /// carries out their actions.
+    func handleWatch(_ event: WatchDecisions.Event) {
+        let actions = watch.handle(event)
+        events.emit(.connectionState(watch.shown(decisions.connection)))
+        for action in actions {
+            switch action {
+            case .watch(let number): sendWatch(number)
+            case .cancelWatch:
+                watchRequest?.cancel()
+                watchRequest = nil
+            case .pull: pullForWatch()
+            case .backOff(let attempt): backOffWatch(attempt)
+            case .cancelBackoff:
+                watchBackoff?.cancel()
+                watchBackoff = nil
+            }
+        }
+    }
+
+    /// Sends watch `number` from the store's cursor; its answer goes to the decisions (which drop
+    /// it if the watch was cancelled meanwhile).
+    private func sendWatch(_ number: Int) {
+        watchRequest?.cancel()
+        watchRequest = Task { [weak self, store, transport] in
+            let cursor: String?
+            do {
+                cursor = try await store.pullCursor()
+            } catch {
+                await self?.watchAnswered(number, .failed(.unreachable("the cursor could not be read: \(error)")), cursor: nil)
+                return
+            }
+            let outcome: WatchDecisions.Outcome
+            do throws(TransportFailure) {
+                outcome = try await transport.watch(cursor: cursor) ? .changed : .unchanged
+            } catch {
+                outcome = .failed(error)
+            }
+            await self?.watchAnswered(number, outcome, cursor: cursor)
+        }
+    }
+
+    private func watchAnswered(_ number: Int, _ outcome: WatchDecisions.Outcome, cursor: String?) {
+        guard watch.phase == .watching(number: number) else { return }
+        watchedCursor = cursor
+        watchRequest = nil
+        handleWatch(.answered(number: number, outcome))
+    }
+
+    /// Runs sync for a wake (joining or following a run going, as every trigger does), then
+    /// tells whether it moved the cursor past the watch's.
+    private func pullForWatch() {
+        Task { [weak self] in
+            guard let self else { return }
+            let result = await self.sync()
+            await self.watchPullEnded(completed: result.outcome == .completed)
+        }
+    }
+
+    private func watchPullEnded(completed: Bool) async {
+        let cursor = try? await store.pullCursor()
+        handleWatch(.pullEnded(advanced: completed && cursor != watchedCursor))
+    }
+
+    /// Waits the retry policy's delay for `attempt` on the engine's clock, then watches again.
+    private func backOffWatch(_ attempt: Int) {
+        let delay = configuration.retryPolicy.delay(attempt: attempt, random: &random)
+        watchBackoff?.cancel()
+        watchBackoff = Task { [weak self, clock = configuration.clock] in
+            do { try await clock.sleep(for: delay) } catch { return }
+            guard !Task.isCancelled else { return }
+            await self?.handleWatch(.backoffEnded(attempt: attempt))
+        }
     }
 }
 

@@ -34,6 +34,8 @@ final class SyncEvents: Sendable {
 
     /// The latest sync state.
     var syncState: SyncState { state.withLock { $0.latest.syncState } }
+    /// The latest connection state.
+    var connectionState: ConnectionState { state.withLock { $0.latest.connectionState } }
 
     /// Tells everyone of `event`, unless it is a state that did not change.
     func emit(_ event: SyncEvent) {

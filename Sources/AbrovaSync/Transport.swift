@@ -41,6 +41,12 @@ package protocol SyncTransport: Sendable {
     /// `GET /v1/session`: the user the current token names (`.some(nil)`: the anonymous caller),
     /// `nil` when the server cannot say.
     func sessionUser() async throws(TransportFailure) -> String??
+    /// `GET /v1/watch`: waits until something the caller may read changed after `cursor` (`true`)
+    /// or the server's idle time passed with nothing new (`false`). Cancelling the calling task
+    /// closes the request.
+    ///
+    /// - Throws: `TransportFailure`; `.refused(.notFound, _)` from a server without the route.
+    func watch(cursor: String?) async throws(TransportFailure) -> Bool
 }
 
 extension SyncTransport {
@@ -48,4 +54,9 @@ extension SyncTransport {
     package func serverLimits() async throws(TransportFailure) -> ServerLimits? { nil }
     /// A transport that cannot ask names nobody: the store's user is taken on trust.
     package func sessionUser() async throws(TransportFailure) -> String?? { nil }
+    /// A transport that cannot watch answers as a server without the route does: the SDK then
+    /// never asks it again.
+    package func watch(cursor: String?) async throws(TransportFailure) -> Bool {
+        throw .refused(reason: .notFound, message: "this transport has no watch route")
+    }
 }

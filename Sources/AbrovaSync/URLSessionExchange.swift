@@ -7,32 +7,23 @@ import Synchronization
 
 /// `HTTPExchange` over URLSession, the one on Apple platforms.
 ///
-/// The session is ephemeral: no cache, no cookies, no stored credentials. On Linux
+/// Sessions are ephemeral: no cache, no cookies, no stored credentials. On Linux
 /// (swift-corelibs-foundation in Swift 6.3) it traps on an answer cut right after a header line
 /// (`CutAnswerTests`), which is why Linux uses `CurlExchange`; it is still built there, for tests.
 final class URLSessionExchange: HTTPExchange {
-    private let session: URLSession
-    private let transfers: TransferDelegate
+    /// URLSession takes the whole-request timeout per session (`timeoutIntervalForResource`), so
+    /// a request allowed longer than the transport's timeout (a watch) has a session of its own.
+    private let sessions: Mutex<[Duration: Session]>
+    private let timeout: Duration
+    private let maximumAnswerBytes: Int
 
     /// An exchange whose requests take at most `timeout` (rounded up to whole seconds: URLSession
-    /// on Linux truncates it), abandoning answers past `maximumAnswerBytes`.
+    /// on Linux truncates it), or their own longer one, abandoning answers past
+    /// `maximumAnswerBytes`.
     init(timeout: Duration, maximumAnswerBytes: Int) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
-        configuration.httpCookieAcceptPolicy = .never
-        configuration.urlCredentialStorage = nil
-        configuration.timeoutIntervalForRequest = Self.seconds(timeout)
-        configuration.timeoutIntervalForResource = Self.seconds(timeout)
-        transfers = TransferDelegate(maximumBytes: maximumAnswerBytes)
-        // The session keeps its delegate until it is invalidated, in deinit.
-        session = URLSession(configuration: configuration, delegate: transfers, delegateQueue: nil)
-    }
-
-    deinit {
-        session.finishTasksAndInvalidate()
+        self.timeout = timeout
+        self.maximumAnswerBytes = maximumAnswerBytes
+        sessions = Mutex([timeout: Session(timeout: timeout, maximumAnswerBytes: maximumAnswerBytes)])
     }
 
     func send(_ request: HTTPExchangeRequest) async throws(HTTPExchangeFailure) -> HTTPAnswer {
@@ -43,12 +34,52 @@ final class URLSessionExchange: HTTPExchange {
         urlRequest.httpShouldHandleCookies = false
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         urlRequest.httpBody = request.body
-        let task = session.dataTask(with: urlRequest)
-        switch await transfers.run(task) {
+        let session = session(for: request.timeout)
+        let task = session.session.dataTask(with: urlRequest)
+        switch await session.transfers.run(task) {
         case .answered(let answer):
             return answer
         case .failed(let error):
             throw HTTPExchangeFailure(reason: Self.reason(for: error, timeout: request.timeout))
+        }
+    }
+
+    /// The session for a request that may take `requestTimeout`: the transport's, unless it is
+    /// allowed longer.
+    private func session(for requestTimeout: Duration) -> Session {
+        let key = max(requestTimeout, timeout)
+        return sessions.withLock { sessions in
+            if let session = sessions[key] { return session }
+            let session = Session(timeout: key, maximumAnswerBytes: maximumAnswerBytes)
+            sessions[key] = session
+            return session
+        }
+    }
+
+    /// One URLSession and the delegate that collects its answers (task identifiers are the
+    /// session's own, so each session has its delegate). The session is ephemeral: no cache, no
+    /// cookies, no stored credentials.
+    private final class Session: Sendable {
+        let session: URLSession
+        let transfers: TransferDelegate
+
+        init(timeout: Duration, maximumAnswerBytes: Int) {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            configuration.httpCookieStorage = nil
+            configuration.httpShouldSetCookies = false
+            configuration.httpCookieAcceptPolicy = .never
+            configuration.urlCredentialStorage = nil
+            configuration.timeoutIntervalForRequest = URLSessionExchange.seconds(timeout)
+            configuration.timeoutIntervalForResource = URLSessionExchange.seconds(timeout)
+            transfers = TransferDelegate(maximumBytes: maximumAnswerBytes)
+            // The session keeps its delegate until it is invalidated, in deinit.
+            session = URLSession(configuration: configuration, delegate: transfers, delegateQueue: nil)
+        }
+
+        deinit {
+            session.finishTasksAndInvalidate()
         }
     }
 

@@ -33,7 +33,21 @@ import Testing
             .conflictStrategy(.merge)
             .conflictStrategy(.serverWins, for: "orders")
             .authToken(token)
+            .liveUpdates(true)
             .build()
+    }
+
+    /// The getting-started article, "Show live data", and the builder's `liveUpdates(_:)`.
+    static func showingLiveData() async throws {
+        let registration = await AbrovaSync.shared.collection("carts").document("c1").addSnapshotListener { snapshot in
+            print(snapshot.data ?? "deleted")
+        }
+        for await state in AbrovaSync.shared.connectionStateChanges where state == .live {
+            print("live")
+        }
+        registration.remove()
+        let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY").liveUpdates(false).build()
+        _ = config.liveUpdates
     }
 
     /// The seed's listener, by the seed's name for it.

@@ -489,6 +489,50 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await queryChanges.next()?.map(\.key) == [cart])
     }
 
+    @Test func aListenerHearsNothingWhenWhatItShowsDidNotChange() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        let other = DocumentKey(collection: "carts", id: "c2")
+        var documentChanges = await store.changes(of: cart).makeAsyncIterator()
+        var queryChanges = await store.changes(matching: DocumentQuery(collection: "carts").whereField(path("owner"), isEqualTo: "ana"))
+            .makeAsyncIterator()
+        _ = await documentChanges.next()
+        _ = await queryChanges.next()
+        try await store.setData(["owner": "ana"], for: cart)
+        #expect(await documentChanges.next()?.metadata.hasPendingWrites == true)
+        #expect(await queryChanges.next()?.map(\.key) == [cart])
+        let frozen = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(await documentChanges.next()?.metadata.hasPendingWrites == false)
+        #expect(await queryChanges.next()?.first?.metadata.hasPendingWrites == false)
+        // The device's own write comes back in a pull, and another document of the collection
+        // changes outside the query: neither listener is told anything.
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.setData(["owner": "ben"], for: other)
+        try await store.updateData(for: cart, set: [path("n"): 1])
+        let next = await documentChanges.next()
+        #expect(next?.data == ["owner": "ana", "n": 1], "a snapshot with unchanged data came first: \(String(describing: next))")
+        #expect(await queryChanges.next()?.first?.data == ["owner": "ana", "n": 1])
+    }
+
+    @Test func theCountOfListenersThatShowDocumentsIsLive() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var counts = await store.liveListenerCounts().makeAsyncIterator()
+        #expect(await counts.next() == 0)
+        _ = await store.unsentWriteCounts() // shows no document: not counted
+        let document = Task { [cart] in for await _ in await store.changes(of: cart) {} }
+        #expect(await counts.next() == 1)
+        let query = Task { for await _ in await store.changes(matching: DocumentQuery(collection: "carts")) {} }
+        #expect(await counts.next() == 2)
+        document.cancel()
+        #expect(await counts.next() == 1)
+        query.cancel()
+        #expect(await counts.next() == 0)
+        await store.close()
+        #expect(await counts.next() == nil, "the count ends with the store")
+    }
+
     @Test func queryListenersHearChangesInTheirCollection() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         let query = DocumentQuery(collection: "carts").whereField(path("owner"), isEqualTo: "ana")
