@@ -85,7 +85,8 @@ final class ScriptedSyncServer: Sendable {
     static func page(after cursor: String?, of documents: [ServerDocument]) -> LongPollServer.Reply {
         let after = cursor.flatMap { UInt64($0.dropFirst()) } ?? 0
         let newest = documents.map(\.version.rawValue).max() ?? 0
-        let page = PullResponse(documents: documents.filter { $0.version.rawValue > after }, cursor: "c\(max(after, newest))", hasMore: false)
+        let page = PullResponse(
+            documents: documents.filter { $0.version.rawValue > after }, cursor: "c\(max(after, newest))", hasMore: false)
         return .answer(status: 200, headers: ["Content-Type": "application/json"], body: page.body)
     }
 
@@ -140,7 +141,7 @@ extension [UInt8] {
             .authToken("token")
             .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)))
         let sync = try AbrovaSync(config: try configure(builder).build())
-        #expect(await eventually { await sync.engine.runsStarted >= 1 && sync.syncState == .idle })
+        #expect(await eventually(60) { await sync.engine.runsStarted >= 1 && sync.syncState == .idle }, "the first run did not end")
         return sync
     }
 

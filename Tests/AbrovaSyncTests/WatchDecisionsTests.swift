@@ -121,7 +121,8 @@ import Testing
     @Test func closingStopsForGood() {
         var decisions = Self.watching()
         #expect(decisions.handle(.close) == [.cancelWatch] && decisions.phase == .closed)
-        #expect(decisions.handle(.listenersChanged(2)) == [] && decisions.handle(.tokenReplaced) == [] && decisions.handle(.foreground) == [])
+        #expect(
+            decisions.handle(.listenersChanged(2)) == [] && decisions.handle(.tokenReplaced) == [] && decisions.handle(.foreground) == [])
     }
 
     @Test func theConnectionStateIsLiveWhileConnectedWithAWatchOut() {
