@@ -66,6 +66,7 @@ public final class HTTPServer: Sendable {
             UInt32(configuration.slowClientGraceSeconds),
             accessCallback,
             completedCallback,
+            goneCallback,
             Unmanaged.passUnretained(core).toOpaque(),
             &errorNumber
         )
@@ -198,6 +199,12 @@ private let completedCallback: abrova_http_completed_callback = { context, reque
     // Balances the passRetained of the request's first call: called once per request, whether it
     // was answered, aborted by the client, timed out, or cut off by the daemon stopping.
     core.complete(Unmanaged<RequestState>.fromOpaque(state).takeRetainedValue())
+}
+
+private let goneCallback: abrova_http_gone_callback = { context, suspension in
+    guard let context else { return }
+    // On the pacer's thread, which stopping the daemon joins before the server lets the core go.
+    Unmanaged<ServerCore>.fromOpaque(context).takeUnretainedValue().waiting.clientGone(suspension)
 }
 
 private let headerVisitor: abrova_http_value_visitor = { context, key, value in
@@ -353,7 +360,8 @@ private final class ServerCore: Sendable {
     /// The body is complete: call the handler and send its response.
     private func answer(_ state: RequestState, on connection: OpaquePointer) -> Bool {
         if let id = state.waitingID {
-            // Called again after the resume, which comes only once the answer is kept.
+            // Called again after the resume, which comes once the answer is kept, or with none
+            // kept when the client hung up: the connection is then closed with nothing sent.
             guard let response = waiting.takeAnswer(id) else { return false }
             return respond(response, to: state, on: connection)
         }

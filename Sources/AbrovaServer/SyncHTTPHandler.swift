@@ -64,10 +64,16 @@ public struct SyncHTTPHandler: Sendable {
             if let watch = try preparedWatch(request, caller: &caller) {
                 // Answered later, from the service's thread; logged then, with the whole wait.
                 return .deferred { [self, caller] responder in
-                    watch.wait { changed in
+                    let waiting = watch.wait { changed in
                         let response = encoded(status: 200, body: WatchResponse(changed: changed).body, for: request, closing: true)
                         logAnswer(to: request, status: response.status, since: start, caller: caller)
                         responder.send(response)
+                    }
+                    // A client that hangs up drops its watch at once (the server closed the
+                    // connection); logged as nginx logs one, 499.
+                    responder.onClientGone { [self] in
+                        waiting.cancel()
+                        logAnswer(to: request, status: 499, since: start, caller: caller)
                     }
                 }
             }

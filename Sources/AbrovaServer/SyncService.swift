@@ -355,9 +355,28 @@ public final class SyncService: Sendable {
 
         /// Waits: `answer` is called once, `true` as soon as a change the caller may read is
         /// after the cursor, `false` after the idle time or when the service stops watching. It is
-        /// called on the service's own thread and must not block.
-        public func wait(_ answer: @escaping @Sendable (_ changed: Bool) -> Void) {
-            if !hub.add(position, answer: answer) { answer(false) }
+        /// called on the service's own thread and must not block. Returns the waiting watch, to
+        /// cancel when its caller hangs up.
+        @discardableResult
+        public func wait(_ answer: @escaping @Sendable (_ changed: Bool) -> Void) -> WaitingWatch {
+            guard let id = hub.add(position, answer: answer) else {
+                answer(false)
+                return WaitingWatch(id: nil, hub: hub)
+            }
+            return WaitingWatch(id: id, hub: hub)
+        }
+    }
+
+    /// A watch waiting for its answer (`PreparedWatch.wait`).
+    public struct WaitingWatch: Sendable {
+        let id: UInt64?
+        let hub: WatchHub
+
+        /// Drops the watch at once, unanswered: its caller is gone (`GET /v1/watch` whose client
+        /// hung up). It no longer counts in `watchCount` or `maximumWatches`, and its answer is not
+        /// called, unless it was called already or is being called now.
+        public func cancel() {
+            if let id { hub.cancel(id) }
         }
     }
 

@@ -55,24 +55,32 @@ final class WatchHub: Sendable {
     /// Watches waiting now.
     var count: Int { state.withLock { $0.waiters.count } }
 
-    /// Adds a watch; `answer` is called once. `false` when the hub is full or closed (nothing is
-    /// added then).
-    func add(_ position: WatchPosition, answer: @escaping Answer) -> Bool {
-        let (added, starts) = state.withLock { state -> (Bool, Bool) in
-            guard !state.isClosed, state.waiters.count < maximumWatches else { return (false, false) }
+    /// Adds a watch; `answer` is called once, unless the watch is cancelled first. Its ID (for
+    /// `cancel`), or nil when the hub is full or closed (nothing is added then).
+    func add(_ position: WatchPosition, answer: @escaping Answer) -> UInt64? {
+        let (added, starts) = state.withLock { state -> (UInt64?, Bool) in
+            guard !state.isClosed, state.waiters.count < maximumWatches else { return (nil, false) }
             state.nextID += 1
             state.waiters[state.nextID] = Waiter(position: position, deadline: .now + idleTime, answer: answer)
             let starts = !state.isRunning
             state.isRunning = true
             state.isDirty = true
-            return (true, starts)
+            return (state.nextID, starts)
         }
         if starts {
             Thread.detachNewThread { [self] in run() }
-        } else if added {
+        } else if added != nil {
             wake.signal()
         }
         return added
+    }
+
+    /// Drops watch `id` without answering it: its caller is gone. Nothing, when it was answered
+    /// already (or is being answered now).
+    func cancel(_ id: UInt64) {
+        let dropped = state.withLock { $0.waiters.removeValue(forKey: id) }
+        // Released after the lock: its answer holds the responder, whose release calls back in.
+        _ = dropped
     }
 
     /// A change committed: the watches are checked again.

@@ -69,6 +69,14 @@ public final class RawHTTPConnection {
         _ = closeDescriptor(socketDescriptor)
     }
 
+    /// Resets the connection (SO_LINGER of 0, then close): the server sees a reset, not an end.
+    public func reset() {
+        guard isOpen else { return }
+        var lingering = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(socketDescriptor, SOL_SOCKET, SO_LINGER, &lingering, socklen_t(MemoryLayout<linger>.size))
+        close()
+    }
+
     /// Whether the server has ended the connection (an end or a reset), looked at without
     /// waiting and without taking what it sent.
     public var isClosedByThePeer: Bool {

@@ -1,3 +1,7 @@
+// For POLLRDHUP, Linux's "the peer has shut down its side" poll event.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 // microhttpd.h expects these system headers to come first.
 #include <sys/types.h>
 #include <sys/select.h>
@@ -8,6 +12,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +35,12 @@
 // and closes it as it would any other. A connection is in the list from libmicrohttpd's
 // "started" notice to its "closed" one, which comes before it closes the descriptor, so the
 // pacer never touches a descriptor that has been handed on.
+//
+// The same looks find the clients that hang up while their request is suspended, which
+// libmicrohttpd does not watch: a FIN or a reset on the descriptor (poll's POLLRDHUP, POLLHUP or
+// POLLERR) is reported through the `gone` callback with the suspension's token, after the lock is
+// released (the callback resumes the connection, which takes the lock). An HTTP/1.1 client that
+// ends its side while it waits for an answer has left, so a half close counts as gone too.
 
 enum pace_phase {
     PACE_IDLE,       // between requests: libmicrohttpd's idle timeout applies
@@ -49,6 +60,9 @@ struct paced_connection {
     int needs_baseline; // the phase began since the pacer last looked: it reads the baseline then
     double since;       // when the phase began, in seconds of the monotonic clock
     int is_cut;
+    int is_suspended;     // between abrova_http_suspend and abrova_http_resume
+    int is_gone;          // the client hung up during this suspension, and was reported
+    uint64_t suspension;  // the token of the suspension, for the `gone` callback
     struct paced_connection *previous, *next;
 };
 
@@ -56,12 +70,14 @@ struct abrova_http_daemon {
     struct MHD_Daemon *daemon;
     abrova_http_access_callback access;
     abrova_http_completed_callback completed;
+    abrova_http_gone_callback gone;
     void *context;
     // The listening socket handed back by MHD_quiesce_daemon; closed only after MHD_stop_daemon,
     // as libmicrohttpd asks, because its threads may still hold it until then.
     MHD_socket quiesced_socket;
 
-    unsigned int minimum_bytes_per_second;  // 0: no pacer
+    int is_watching;                        // connections are listed and the pacer runs (Linux)
+    unsigned int minimum_bytes_per_second;  // 0: connections are not paced
     unsigned int grace_seconds;
     pthread_mutex_t pace_lock;
     pthread_cond_t pace_stop;
@@ -117,6 +133,17 @@ static int is_server_behind(int fd, enum pace_phase phase) {
 #endif
 }
 
+// Whether the client has ended its side of the connection (a FIN) or reset it.
+static int has_hung_up(int fd) {
+#ifdef __linux__
+    struct pollfd watched = { .fd = fd, .events = POLLRDHUP, .revents = 0 };
+    return poll(&watched, 1, 0) == 1 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+#else
+    (void)fd;
+    return 0;
+#endif
+}
+
 static struct paced_connection *paced_of(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return info == NULL ? NULL : info->socket_context;
@@ -148,10 +175,10 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
     struct abrova_http_daemon *daemon = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-        struct paced_connection *paced = info == NULL || daemon->minimum_bytes_per_second == 0 ? NULL : calloc(1, sizeof *paced);
+        struct paced_connection *paced = info == NULL || !daemon->is_watching ? NULL : calloc(1, sizeof *paced);
         *socket_context = paced;
         if (paced == NULL) {
-            return;  // not paced; libmicrohttpd's timeout still applies
+            return;  // neither paced nor watched; libmicrohttpd's timeout still applies
         }
         paced->daemon = daemon;
         paced->fd = info->connect_fd;
@@ -184,13 +211,39 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
     }
 }
 
+// Adds a suspension token to the list the pacer reports once it has let go of the lock. Returns 0
+// when out of memory: the connection is then looked at again at the next look.
+static int note_gone(uint64_t **tokens, size_t *count, size_t *capacity, uint64_t token) {
+    if (*count == *capacity) {
+        size_t larger = *capacity == 0 ? 16 : *capacity * 2;
+        uint64_t *grown = realloc(*tokens, larger * sizeof **tokens);
+        if (grown == NULL) {
+            return 0;
+        }
+        *tokens = grown;
+        *capacity = larger;
+    }
+    (*tokens)[(*count)++] = token;
+    return 1;
+}
+
 static void *pace(void *cls) {
     struct abrova_http_daemon *daemon = cls;
+    uint64_t *gone = NULL;
+    size_t gone_capacity = 0;
     pthread_mutex_lock(&daemon->pace_lock);
     while (!daemon->is_pacer_stopping) {
         double now = monotonic_seconds();
+        size_t gone_count = 0;
         for (struct paced_connection *paced = daemon->paced; paced != NULL; paced = paced->next) {
-            if (paced->is_cut || paced->phase == PACE_HANDLING) {
+            if (paced->is_suspended) {
+                if (!paced->is_gone && has_hung_up(paced->fd)
+                    && note_gone(&gone, &gone_count, &gone_capacity, paced->suspension)) {
+                    paced->is_gone = 1;
+                }
+                continue;
+            }
+            if (daemon->minimum_bytes_per_second == 0 || paced->is_cut || paced->phase == PACE_HANDLING) {
                 continue;
             }
             uint64_t received, acknowledged;
@@ -226,6 +279,19 @@ static void *pace(void *cls) {
                 (void)shutdown(paced->fd, SHUT_RDWR);
             }
         }
+        if (gone_count > 0) {
+            // Unlocked: the callback resumes the connections, and resuming takes the lock. A
+            // connection resumed (answered) meanwhile has a newer token or none, which the
+            // callback ignores; a suspended one is not freed by libmicrohttpd.
+            pthread_mutex_unlock(&daemon->pace_lock);
+            for (size_t index = 0; index < gone_count; index += 1) {
+                daemon->gone(daemon->context, gone[index]);
+            }
+            pthread_mutex_lock(&daemon->pace_lock);
+            if (daemon->is_pacer_stopping) {
+                break;
+            }
+        }
         struct timespec wake;
         clock_gettime(CLOCK_MONOTONIC, &wake);
         wake.tv_nsec += 250 * 1000 * 1000;
@@ -236,6 +302,7 @@ static void *pace(void *cls) {
         (void)pthread_cond_timedwait(&daemon->pace_stop, &daemon->pace_lock, &wake);
     }
     pthread_mutex_unlock(&daemon->pace_lock);
+    free(gone);
     return NULL;
 }
 
@@ -285,6 +352,7 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
                                       unsigned int slow_client_grace_seconds,
                                       abrova_http_access_callback access,
                                       abrova_http_completed_callback completed,
+                                      abrova_http_gone_callback gone,
                                       void *context,
                                       int *error_number) {
     *error_number = 0;
@@ -295,12 +363,14 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
     }
     daemon->access = access;
     daemon->completed = completed;
+    daemon->gone = gone;
     daemon->context = context;
     daemon->quiesced_socket = MHD_INVALID_SOCKET;
 #ifdef __linux__
+    daemon->is_watching = 1;
     daemon->minimum_bytes_per_second = minimum_bytes_per_second;
 #else
-    (void)minimum_bytes_per_second;  // no TCP_INFO counters to pace by
+    (void)minimum_bytes_per_second;  // no TCP_INFO counters to pace by, no POLLRDHUP to watch by
 #endif
     daemon->grace_seconds = slow_client_grace_seconds;
     pthread_mutex_init(&daemon->pace_lock, NULL);
@@ -342,7 +412,7 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
         free(daemon);
         return NULL;
     }
-    if (daemon->minimum_bytes_per_second > 0) {
+    if (daemon->is_watching) {
         int failed = pthread_create(&daemon->pacer, NULL, pace, daemon);
         if (failed != 0) {
             MHD_stop_daemon(daemon->daemon);
@@ -435,13 +505,29 @@ int abrova_http_add_header(struct MHD_Response *response, const char *name, cons
     return MHD_add_response_header(response, name, value) == MHD_YES;
 }
 
-void abrova_http_suspend(struct MHD_Connection *connection) {
-    // The phase stays PACE_HANDLING, which the pacer skips, until the answer is queued after the
-    // resume; libmicrohttpd itself takes a suspended connection off its timeout lists.
+// Marks the connection suspended (or not) under `suspension`, for the pacer's watch. Outside
+// libmicrohttpd's calls: the lock is never held while libmicrohttpd holds its own.
+static void mark_suspended(struct MHD_Connection *connection, int is_suspended, uint64_t suspension) {
+    struct paced_connection *paced = paced_of(connection);
+    if (paced == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&paced->daemon->pace_lock);
+    paced->is_suspended = is_suspended;
+    paced->is_gone = 0;
+    paced->suspension = suspension;
+    pthread_mutex_unlock(&paced->daemon->pace_lock);
+}
+
+void abrova_http_suspend(struct MHD_Connection *connection, uint64_t suspension) {
+    // The phase stays PACE_HANDLING, which the pacer does not pace, until the answer is queued
+    // after the resume; libmicrohttpd itself takes a suspended connection off its timeout lists.
+    mark_suspended(connection, 1, suspension);
     MHD_suspend_connection(connection);
 }
 
 void abrova_http_resume(struct MHD_Connection *connection) {
+    mark_suspended(connection, 0, 0);
     MHD_resume_connection(connection);
 }
 

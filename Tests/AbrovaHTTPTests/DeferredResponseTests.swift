@@ -170,31 +170,130 @@ import Testing
         #expect(server.requestsInFlight == 0)
     }
 
-    @Test func aClientThatLeavesWhileWaitingLeavesNothingBehind() async throws {
+    /// A server whose `/wait` requests are deferred, each responder kept in `responders` and its
+    /// client's hang-up counted in `gone`.
+    static func watchingServer(
+        _ responders: Responders, _ gone: Tally, minimumBytesPerSecond: Int = 1_024
+    ) throws -> HTTPServer {
+        try HTTPServer(configuration: HTTPServerConfiguration(loopbackOnly: true, minimumBytesPerSecond: minimumBytesPerSecond)) {
+            request in
+            guard request.path == "/wait" else { return HTTPResponse(status: 200, body: Array(request.path.utf8)) }
+            return .deferred { responder in
+                responders.add(responder)
+                responder.onClientGone { gone.add() }
+            }
+        }
+    }
+
+    /// How a waiting client leaves.
+    enum HangUp: CaseIterable, Sendable {
+        case close, reset, halfClose
+
+        func perform(on connection: RawHTTPConnection) {
+            switch self {
+            case .close: connection.close()
+            case .reset: connection.reset()
+            case .halfClose: connection.finishSending()
+            }
+        }
+    }
+
+    // Pacing on and off: the watch for hang-ups does not depend on it.
+    @Test(arguments: HangUp.allCases, [0, 1_024])
+    func aClientThatHangsUpWhileWaitingIsNoticedAndLeavesNothingBehind(hangUp: HangUp, minimumBytesPerSecond: Int) async throws {
         let responders = Responders()
-        let server = try Self.server(responders)
+        let gone = Tally()
+        let server = try Self.watchingServer(responders, gone, minimumBytesPerSecond: minimumBytesPerSecond)
         let port = server.port
-        try await onNewThread { _ = try Self.waiting(5, on: port) } // each closed when released
-        try await waitUntil { server.deferredRequests == 5 }
-        try await Task.sleep(for: .milliseconds(100))
-        // libmicrohttpd does not watch a suspended connection: the answer finds the client gone.
-        for responder in responders.all { responder.send(HTTPResponse(status: 200, body: Array("late".utf8))) }
-        try await waitUntil { server.liveRequestStates == 0 }
+        let (noticedAfter, closedByTheServer) = try await onNewThread { () -> (Duration, Bool) in
+            let connections = try Self.waiting(3, on: port)
+            try waitBlocking { server.deferredRequests == 3 }
+            let left = ContinuousClock.now
+            for connection in connections { hangUp.perform(on: connection) }
+            try waitBlocking { gone.count == 3 }
+            let noticedAfter = ContinuousClock.now - left
+            // A half-closed client still reads: it sees the server close, with nothing sent.
+            guard hangUp == .halfClose else { return (noticedAfter, true) }
+            return (noticedAfter, try connections.allSatisfy { try $0.readUntilClosed().isEmpty })
+        }
+        #expect(noticedAfter < .seconds(2), "noticed after \(noticedAfter)")
+        #expect(closedByTheServer)
         #expect(server.deferredRequests == 0)
-        for responder in responders.all { responder.send(HTTPResponse(status: 200)) }
+        try await waitUntil(timeout: .seconds(5)) { server.liveRequestStates == 0 }
+        // Too late: nothing is sent, nothing is left, and the server goes on.
+        for responder in responders.all { responder.send(HTTPResponse(status: 200, body: Array("late".utf8))) }
+        #expect(gone.count == 3)
+        #expect(server.liveRequestStates == 0 && server.requestsInFlight == 0)
         let after = try await onNewThread {
             let connection = try RawHTTPConnection(port: port)
             try connection.send("GET /after HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             return try connection.readResponse().status
         }
         #expect(after == 200)
+    }
 
-        // Clients gone at shutdown: their requests are released with the others.
+    @Test func aGoneHandlerGivenAfterTheClientLeftRunsAtOnceAndOnlyOnce() async throws {
+        let responders = Responders()
+        let server = try Self.server(responders)
+        let port = server.port
+        try await onNewThread { _ = try Self.waiting(1, on: port) } // closed when released
+        try await waitUntil(timeout: .seconds(5)) { responders.all.count == 1 && server.deferredRequests == 0 }
+        let calls = Tally()
+        responders.all[0].onClientGone { calls.add() }
+        #expect(calls.count == 1)
+        responders.all[0].onClientGone { calls.add() }
+        #expect(calls.count == 1)
+        try await waitUntil(timeout: .seconds(5)) { server.liveRequestStates == 0 }
+    }
+
+    @Test func aClientThatKeepsWaitingOrLeavesAfterItsAnswerIsNotReported() async throws {
+        let responders = Responders()
+        let gone = Tally()
+        let server = try Self.watchingServer(responders, gone)
+        let port = server.port
+        let (waiting, answer, next) = try await onNewThread { () -> (Int, RawHTTPConnection.Response, RawHTTPConnection.Response) in
+            let connection = try Self.waiting(1, on: port)[0]
+            try waitBlocking { server.deferredRequests == 1 }
+            Thread.sleep(forTimeInterval: 1.5) // six looks of the pacer
+            let waiting = server.deferredRequests
+            responders.all[0].send(HTTPResponse(status: 200, body: Array("waited".utf8)))
+            let answer = try connection.readResponse()
+            try connection.send("GET /next HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let next = try connection.readResponse()
+            connection.close() // answered: an ordinary close of a kept-alive connection
+            Thread.sleep(forTimeInterval: 1)
+            return (waiting, answer, next)
+        }
+        #expect(waiting == 1)
+        #expect(answer.body == Array("waited".utf8))
+        #expect(next.body == Array("/next".utf8))
+        #expect(gone.count == 0)
+        try await waitUntil { server.liveRequestStates == 0 }
+    }
+
+    @Test func shutdownWithClientsGoneOrLeavingIsClean() async throws {
+        let responders = Responders()
+        let gone = Tally()
+        let server = try Self.watchingServer(responders, gone)
+        let port = server.port
+        // Gone and noticed before the shutdown.
         try await onNewThread { _ = try Self.waiting(3, on: port) } // each closed when released
-        try await waitUntil { server.deferredRequests == 3 }
-        server.shutdown()
+        try await waitUntil(timeout: .seconds(5)) { gone.count == 3 }
+        // Gone just before it, noticed or not: the shutdown and the pacer race.
+        let answers = try await onNewThread { () -> [Int] in
+            _ = try Self.waiting(3, on: port)
+            let kept = try Self.waiting(2, on: port)
+            try waitBlocking { responders.all.count == 8 }
+            server.shutdown()
+            return try kept.map { try $0.readResponse().status }
+        }
+        #expect(answers == [503, 503])
         #expect(server.liveRequestStates == 0)
         #expect(server.deferredRequests == 0)
+        let goneAtShutdown = gone.count
+        for responder in responders.all { responder.send(HTTPResponse(status: 200)) } // after shutdown: nothing
+        #expect((3...6).contains(goneAtShutdown))
+        #expect(gone.count == goneAtShutdown)
     }
 
     @Test func neitherTheIdleTimeoutNorTheMinimumRateClosesAWaitingRequest() async throws {
@@ -243,4 +342,11 @@ final class Responders: Sendable {
     private let kept = Mutex<[HTTPResponder]>([])
     func add(_ responder: HTTPResponder) { kept.withLock { $0.append(responder) } }
     var all: [HTTPResponder] { kept.withLock { $0 } }
+}
+
+/// A count that any thread adds to.
+final class Tally: Sendable {
+    private let value = Atomic<Int>(0)
+    func add() { value.add(1, ordering: .sequentiallyConsistent) }
+    var count: Int { value.load(ordering: .sequentiallyConsistent) }
 }

@@ -68,6 +68,33 @@ extension ServerSuites {
             for watch in watches { #expect(try await watch.value.0.status == 200) }
         }
 
+        @Test func aWatchWhoseClientHangsUpIsDroppedAtOnceAndNothingAnswersIt() async throws {
+            let lines = Locked<[String]>([])
+            let live = try LiveServer(.sqlite, rules: Self.rules, log: { line in lines.update { $0.append(line) } })
+            let port = live.server.port
+            let service = live.fixture.service
+            // The socket stays on the thread it was made on; the watch count is read from there.
+            let droppedAfter = try await onNewThread { () -> Duration? in
+                let connection = try RawHTTPConnection(port: port)
+                try connection.send(
+                    "GET /v1/watch?cursor= HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: \(LiveServer.apiKey)\r\nAuthorization: Bearer token-ben\r\n\r\n")
+                guard holds(within: .seconds(10), { service.watchCount == 1 }) else { return nil }
+                let left = ContinuousClock.now
+                connection.close()
+                guard holds(within: .seconds(2), { service.watchCount == 0 }) else { return nil }
+                return ContinuousClock.now - left
+            }
+            #expect(droppedAfter != nil, "the watch outlived its client by 2 s, or never waited")
+            #expect(live.server.deferredRequests == 0)
+            #expect(lines.value.contains { $0.hasPrefix("GET /v1/watch 499 ") && $0.hasSuffix("caller=ben") }, "\(lines.value)")
+            // A readable change now has no watch to answer; the server goes on.
+            #expect(try live.push(Self.create(DocumentKey(collection: "board", id: "b1"), sequence: 1)).status == 200)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(!lines.value.contains { $0.hasPrefix("GET /v1/watch 200 ") }, "\(lines.value)")
+            #expect(live.fixture.service.watchCount == 0)
+            #expect(try await onNewThread { try live.send("GET", "/v1/pull", as: "ben").status } == 200)
+        }
+
         @Test func aWatchIsRefusedAsAPullIsAndItsIdleTimeIsAnnounced() async throws {
             let live = try LiveServer(.sqlite, rules: Self.rules, watchIdleTime: .seconds(25))
             let forged = try await onNewThread { try live.send("GET", "/v1/watch?cursor=c1.forged", as: "ben") }
@@ -90,4 +117,15 @@ private func eventually(_ seconds: Double = 10, _ condition: () async -> Bool) a
         try? await Task.sleep(for: .milliseconds(10))
     }
     return await condition()
+}
+
+/// Whether `condition` holds within `limit`, checked every 5 ms on the calling thread (one of the
+/// test's own).
+private func holds(within limit: Duration, _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while !condition() {
+        guard ContinuousClock.now < deadline else { return false }
+        Thread.sleep(forTimeInterval: 0.005)
+    }
+    return true
 }

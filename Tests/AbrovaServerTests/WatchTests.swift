@@ -96,6 +96,25 @@ import Testing
         #expect(refusal?.reason == .overloaded)
     }
 
+    @Test func aCancelledWatchLeavesAtOnceFreesItsPlaceAndIsNeverAnswered() async throws {
+        let test = try TestStore(.sqlite)
+        let service = try Self.service(on: test.store, maximumWatches: 1)
+        let cursor = try service.pull(cursor: nil, caller: .user("ben")).cursor
+        let cancelled = Outcome()
+        let waiting = try service.prepareWatch(cursor: cursor, caller: .user("ben")).wait { cancelled.record($0) }
+        #expect(service.watchCount == 1)
+        waiting.cancel()
+        #expect(service.watchCount == 0)
+        // Its place is free, and a readable change answers only the watch that took it.
+        let next = try Self.watch(service, as: "ben", from: cursor)
+        try Self.push(service, Self.board, as: "ana", sequence: 1)
+        #expect(await next.wait(upTo: .seconds(5))?.changed == true)
+        waiting.cancel() // again, and after the hub moved on: nothing
+        service.stopWatching()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(cancelled.value == nil, "a cancelled watch was answered \(String(describing: cancelled.value))")
+    }
+
     @Test func aServiceThatStopsWatchingAnswersEveryWatchNothingNew() async throws {
         let test = try TestStore(.sqlite)
         let service = try Self.service(on: test.store)

@@ -31,14 +31,22 @@ typedef void (*abrova_http_completed_callback)(void *context,
                                                void **request_context,
                                                int termination_code);
 
+/// Called on the pacer's thread when the client of a suspended connection has hung up (ended its
+/// side or reset the connection), with the token given to `abrova_http_suspend`. By then the
+/// connection may have been resumed, even suspended again under another token: the callback
+/// checks. It must not block, nor stop the daemon (whose stop waits for this thread).
+typedef void (*abrova_http_gone_callback)(void *context, uint64_t suspension);
+
 /// Called once per header or query argument. `value` is NULL for a query key without `=`.
 typedef void (*abrova_http_value_visitor)(void *context, const char *key, const char *value);
 
 /// Starts a daemon with an internal polling thread (or a pool of `thread_pool_size` of them).
 ///
-/// With `minimum_bytes_per_second` above 0 (and on Linux, whose TCP counters it reads), a thread
-/// of its own shuts down each connection whose request arrives, or whose answer is taken, slower
-/// than that on average once `slow_client_grace_seconds` have passed since it began.
+/// On Linux a thread of its own (the pacer) looks at every connection four times a second. With
+/// `minimum_bytes_per_second` above 0 it shuts down each connection whose request arrives, or whose
+/// answer is taken, slower than that on average once `slow_client_grace_seconds` have passed
+/// since it began (by the TCP counters). And it calls `gone` for each suspended connection whose
+/// client has hung up. Elsewhere there is no such thread: neither happens.
 ///
 /// Port 0 binds any free port. `loopback_only` binds 127.0.0.1 instead of every IPv4 address.
 /// Paths reach `access` as sent (not percent-decoded); query arguments arrive with `+` turned into
@@ -55,6 +63,7 @@ abrova_http_daemon *abrova_http_start(uint16_t port,
                                       unsigned int slow_client_grace_seconds,
                                       abrova_http_access_callback access,
                                       abrova_http_completed_callback completed,
+                                      abrova_http_gone_callback gone,
                                       void *context,
                                       int *error_number);
 
@@ -89,10 +98,11 @@ struct MHD_Response *abrova_http_make_response(const void *body, size_t size);
 int abrova_http_add_header(struct MHD_Response *response, const char *name, const char *value);
 
 /// Stops processing the connection's request until `abrova_http_resume`: it holds no thread, does
-/// not time out (libmicrohttpd restarts the idle timeout when it is resumed), is not paced, and
-/// its client's reads and closes go unnoticed meanwhile. Only valid inside the access callback.
-/// Every suspended connection must be resumed before `abrova_http_stop`.
-void abrova_http_suspend(struct MHD_Connection *connection);
+/// not time out (libmicrohttpd restarts the idle timeout when it is resumed), and is not paced.
+/// libmicrohttpd reads nothing from it meanwhile; the pacer reports its client hanging up to the
+/// `gone` callback with `suspension` (a token unique to this suspension). Only valid inside the
+/// access callback. Every suspended connection must be resumed before `abrova_http_stop`.
+void abrova_http_suspend(struct MHD_Connection *connection, uint64_t suspension);
 
 /// Resumes a suspended connection: libmicrohttpd calls the access callback again for its request
 /// (with no upload data), on the connection's own thread. Callable from any thread, but only on a
