@@ -1,6 +1,7 @@
 import AbrovaServer
 import AbrovaSync
 import Foundation
+import Synchronization
 
 /// A conflict a device was told of while its queued writes were settled.
 public struct ReportedConflict: Hashable, Sendable {
@@ -44,6 +45,9 @@ public struct ShoppingCartDemoSummary: Sendable {
     public var isRefusedDocumentRolledBack: Bool
     /// Where the server's database and the devices' stores were; removed by the end.
     public var folder: String
+    /// How long after Ana's phone wrote the laptop's listener showed it, with nobody touching the
+    /// laptop (live updates); `nil` when it never did.
+    public var liveUpdateLatency: Duration?
 
     /// Whether both devices and the server ended with the same cart.
     public var devicesAgree: Bool { phoneCart != nil && phoneCart == laptopCart && laptopCart == serverCart }
@@ -56,7 +60,8 @@ public struct ShoppingCartDemoSummary: Sendable {
 /// eggs and changes quantities, the laptop adds apples, removes bread (whose quantity the phone
 /// changes meanwhile) and writes a coupon that the rules do not let devices write. The phone
 /// reconnects, then the laptop: the cart merges, one field conflicts, the coupon is refused and
-/// rolled back. Both devices end with the same cart.
+/// rolled back. Both devices end with the same cart. Last, live: a listener on the laptop shows
+/// the phone's next write as it happens, with nobody touching the laptop.
 ///
 ///     let summary = try await ShoppingCartDemo.run(output: { print($0) })
 ///     precondition(summary.devicesAgree)
@@ -178,7 +183,7 @@ public enum ShoppingCartDemo {
         await phone.sync.forceSyncNow()
 
         let coupon = try await laptop.sync.collection("coupons").document("freeship").getDocument(source: .cache)
-        let summary = ShoppingCartDemoSummary(
+        var summary = ShoppingCartDemoSummary(
             phoneCart: try await phone.cart(cart), laptopCart: try await laptop.cart(cart),
             serverCart: try await server.data(of: DocumentKey(collection: "carts", id: cart), as: "ana"),
             conflicts: phone.events.conflicts + laptop.events.conflicts,
@@ -199,7 +204,36 @@ public enum ShoppingCartDemo {
                 "   - coupons/\(rejection.documentId): the rules refused its \(rejection.operation) (\(rejection.statusCode.map(String.init) ?? "?")) "
                     + "when it was sent; the SDK dropped the write and rolled the document back: \(couponFate).")
         }
+        summary.liveUpdateLatency = try await showLiveUpdate(from: phone, to: laptop, output: output, waitLimit: waitLimit)
         return summary
+    }
+
+    /// Step 6: a listener on the laptop shows the phone's write as it happens, while nobody calls
+    /// anything on the laptop: the SDK holds a watch on the server while a listener is there.
+    private static func showLiveUpdate(
+        from phone: DemoDevice, to laptop: DemoDevice, output: @escaping @Sendable (String) -> Void, waitLimit: Duration
+    ) async throws -> Duration? {
+        output("")
+        output("6. Live: Ben's laptop shows the cart in a listener. Ana's phone sets milk to 3; nobody touches the laptop.")
+        let shownAt = Mutex<ContinuousClock.Instant?>(nil)
+        let registration = await laptop.carts.document(cart).addSnapshotListener { snapshot in
+            guard snapshot.data?.mapValue?["qty"]?.mapValue?["milk"] == 3 else { return }
+            shownAt.withLock { $0 = $0 ?? .now }
+        }
+        defer { registration.remove() }
+        let states = laptop.sync.connectionStateChanges
+        try await race("Ben's laptop starts watching the server", within: waitLimit) {
+            for await state in states where state == .live { return true }
+            return false
+        }
+        let written = ContinuousClock.now
+        try await phone.carts.document(cart).updateData(["qty.milk": 3])
+        try await waitUntil("Ben's laptop's listener shows milk 3", within: waitLimit) { shownAt.withLock { $0 } != nil }
+        let latency = shownAt.withLock { $0 }.map { $0 - written }
+        if let latency {
+            output("   Ben's laptop's listener shows milk 3, \(milliseconds(latency, digits: 1)) ms after Ana's phone wrote it.")
+        }
+        return latency
     }
 
     /// Runs offline writes and says how long they took (they never wait for the network).

@@ -38,12 +38,14 @@ import Testing
         #expect(rejection.device == "Ben's laptop" && rejection.documentId == "freeship")
         #expect(rejection.operation == .create && rejection.statusCode == 403)
         #expect(summary.isRefusedDocumentRolledBack)
+        #expect(summary.liveUpdateLatency != nil, "the laptop's listener never showed the phone's live write")
 
         #expect(!FileManager.default.fileExists(atPath: summary.folder), "the demo leaves nothing behind")
         let text = lines.all.joined(separator: "\n")
         #expect(text.contains("CONFLICT on carts/household, field qty.bread"))
         #expect(text.contains("REFUSED: create of freeship (403"))
         #expect(text.contains("Both devices and the server agree."))
+        #expect(text.contains("Ben's laptop's listener shows milk 3, "))
     }
 
     @Test func everyFieldOfTheCartIsExplained() throws {
