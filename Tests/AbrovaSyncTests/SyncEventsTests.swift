@@ -128,7 +128,7 @@ import Testing
         events.emit(.progress(step))
 
         #expect(
-            await eventually { @MainActor in
+            await eventually(60) { @MainActor in
                 status.syncState == .syncing && status.connectionState == .connected && status.pendingCount == 3 && status.progress == step
             })
     }
