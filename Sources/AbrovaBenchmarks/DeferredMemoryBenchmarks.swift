@@ -97,7 +97,7 @@ struct DeferredMemoryBenchmarks {
 
     /// A client that is only a socket: no buffer of its own, so that it adds nothing to this
     /// process's resident memory but its descriptor.
-    private final class IdleClient {
+    final class IdleClient {
         let descriptor: Int32
 
         init(port: UInt16) throws {
@@ -137,14 +137,14 @@ struct DeferredMemoryBenchmarks {
     }
 
     /// The soft limit on open descriptors raised to the hard one.
-    private func raiseDescriptorLimit() {
+    func raiseDescriptorLimit() {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
         limit.rlim_cur = limit.rlim_max
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    private func descriptorLimit() -> rlim_t {
+    func descriptorLimit() -> rlim_t {
         var limit = rlimit()
         return getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit.rlim_cur : 1_024
     }
