@@ -38,13 +38,11 @@ struct DeferredMemoryBenchmarks {
             for count in counts {
                 for isReused in [false, true] {
                     let perRequest = try measure(count, afterARequest: isReused)
-                    let ratio = Double(perRequest) / Double(Self.target)
                     report.add(
-                        BenchmarkRow(
-                            name: "server: memory per idle deferred request, \(count) waiting, "
+                        .memory(
+                            "server: memory per idle deferred request, \(count) waiting, "
                                 + (isReused ? "after a request on the connection" : "first on its connection"),
-                            figure: "\(perRequest / 1_000) kB", baseline: "\(Self.target / 1_000) kB (target)", ratio: ratio,
-                            goal: "≤ 1×", isGoalMet: ratio <= 1))
+                            bytesEach: perRequest, target: Self.target))
                 }
             }
         }

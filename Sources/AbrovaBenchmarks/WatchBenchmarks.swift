@@ -140,13 +140,11 @@ struct WatchBenchmarks {
             }
             for isAfterAPull in [false, true] {
                 let (perWatcher, idle) = try measureMemory(count, afterAPull: isAfterAPull)
-                let ratio = Double(perWatcher) / Double(Self.memoryTarget)
                 report.add(
-                    BenchmarkRow(
-                        name: "watch: server memory per idle watcher, \(count) watching, "
+                    .memory(
+                        "watch: server memory per idle watcher, \(count) watching, "
                             + (isAfterAPull ? "after a pull on its connection" : "first on its connection"),
-                        figure: "\(perWatcher / 1_000) kB", baseline: "\(Self.memoryTarget / 1_000) kB (target)", ratio: ratio,
-                        goal: "≤ 1×", isGoalMet: ratio <= 1))
+                        bytesEach: perWatcher, target: Self.memoryTarget))
                 if !isAfterAPull {
                     let share = idle / 5
                     report.add(
