@@ -38,13 +38,11 @@ struct DeferredMemoryBenchmarks {
             for count in counts {
                 for isReused in [false, true] {
                     let perRequest = try measure(count, afterARequest: isReused)
-                    let ratio = Double(perRequest) / Double(Self.target)
                     report.add(
-                        BenchmarkRow(
-                            name: "server: memory per idle deferred request, \(count) waiting, "
+                        .memory(
+                            "server: memory per idle deferred request, \(count) waiting, "
                                 + (isReused ? "after a request on the connection" : "first on its connection"),
-                            figure: "\(perRequest / 1_000) kB", baseline: "\(Self.target / 1_000) kB (target)", ratio: ratio,
-                            goal: "≤ 1×", isGoalMet: ratio <= 1))
+                            bytesEach: perRequest, target: Self.target))
                 }
             }
         }
@@ -97,7 +95,7 @@ struct DeferredMemoryBenchmarks {
 
     /// A client that is only a socket: no buffer of its own, so that it adds nothing to this
     /// process's resident memory but its descriptor.
-    private final class IdleClient {
+    final class IdleClient {
         let descriptor: Int32
 
         init(port: UInt16) throws {
@@ -137,14 +135,14 @@ struct DeferredMemoryBenchmarks {
     }
 
     /// The soft limit on open descriptors raised to the hard one.
-    private func raiseDescriptorLimit() {
+    func raiseDescriptorLimit() {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
         limit.rlim_cur = limit.rlim_max
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    private func descriptorLimit() -> rlim_t {
+    func descriptorLimit() -> rlim_t {
         var limit = rlimit()
         return getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit.rlim_cur : 1_024
     }

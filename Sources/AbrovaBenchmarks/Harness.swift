@@ -39,6 +39,16 @@ struct BenchmarkRow {
     var isGoalMet: Bool?
 }
 
+extension BenchmarkRow {
+    /// Memory per item (a waiting request, say) against a target of at most `target` bytes.
+    static func memory(_ name: String, bytesEach: Int, target: Int) -> BenchmarkRow {
+        let ratio = Double(bytesEach) / Double(target)
+        return BenchmarkRow(
+            name: name, figure: String(format: "%.1f kB", Double(bytesEach) / 1_000),
+            baseline: "\(target / 1_000) kB (target)", ratio: ratio, goal: "≤ 1×", isGoalMet: ratio <= 1)
+    }
+}
+
 /// The rows collected in a run.
 struct BenchmarkReport {
     var rows: [BenchmarkRow] = []

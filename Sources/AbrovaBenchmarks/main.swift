@@ -29,6 +29,7 @@ if options.runs("cart workload") {
     report = await Task.detached { await CartWorkloadBenchmarks(options: options).run(adding: cartReport) }.value
 }
 ServerBenchmarks(options: options).run(into: &report)
+WatchBenchmarks(options: options).run(into: &report)
 let syncReport = report
 report = await Task.detached { await SyncBenchmarks(options: options).run(adding: syncReport) }.value
 report.printTable()

@@ -28,6 +28,8 @@ final class WatchHub: Sendable {
         var isDirty = false
         var isRunning = false
         var isClosed = false
+        /// Times the thread has looked at the watches (tests check that it rests).
+        var passes = 0
     }
 
     private let store: any ServerStore
@@ -55,21 +57,27 @@ final class WatchHub: Sendable {
     /// Watches waiting now.
     var count: Int { state.withLock { $0.waiters.count } }
 
+    /// Times the hub's thread has looked at the watches so far.
+    var passes: Int { state.withLock { $0.passes } }
+
     /// Adds a watch; `answer` is called once, unless the watch is cancelled first. Its ID (for
     /// `cancel`), or nil when the hub is full or closed (nothing is added then).
     func add(_ position: WatchPosition, answer: @escaping Answer) -> UInt64? {
-        let (added, starts) = state.withLock { state -> (UInt64?, Bool) in
-            guard !state.isClosed, state.waiters.count < maximumWatches else { return (nil, false) }
+        let (added, starts, signals) = state.withLock { state -> (UInt64?, Bool, Bool) in
+            guard !state.isClosed, state.waiters.count < maximumWatches else { return (nil, false, false) }
             state.nextID += 1
             state.waiters[state.nextID] = Waiter(position: position, deadline: .now + idleTime, answer: answer)
             let starts = !state.isRunning
+            // One signal per pass, as for commits: the semaphore counts, and a signal for each of
+            // 10,000 watches arriving made as many passes over all of them once they had arrived.
+            let signals = !starts && !state.isDirty
             state.isRunning = true
             state.isDirty = true
-            return (state.nextID, starts)
+            return (state.nextID, starts, signals)
         }
         if starts {
             Thread.detachNewThread { [self] in run() }
-        } else if added != nil {
+        } else if signals {
             wake.signal()
         }
         return added
@@ -111,7 +119,10 @@ final class WatchHub: Sendable {
         defer { observation?.cancel() }
         while true {
             let (isClosed, isDirty) = state.withLock { state in
-                defer { state.isDirty = false }
+                defer {
+                    state.isDirty = false
+                    state.passes += 1
+                }
                 return (state.isClosed, state.isDirty)
             }
             if isClosed { return }
@@ -145,7 +156,7 @@ final class WatchHub: Sendable {
     private func answerExpired() {
         let now = ContinuousClock.now
         let expired = state.withLock { state -> [Waiter] in
-            let ids = state.waiters.filter { $0.value.deadline <= now }.map(\.key)
+            let ids = state.waiters.compactMap { $0.value.deadline <= now ? $0.key : nil }
             return ids.compactMap { state.waiters.removeValue(forKey: $0) }
         }
         for waiter in expired { waiter.answer(false) }

@@ -125,6 +125,29 @@ import Testing
         #expect(late.value?.changed == false, "a watch after the stop waited")
     }
 
+    /// Many watches arriving at once are checked in a few passes, and the hub then rests: no
+    /// pass per watch once they have all arrived (each pass looks at every watch; a few passes may
+    /// race the last arrivals, where one per watch made 2,000).
+    @Test func theHubRestsOnceManyWatchesHaveArrived() async throws {
+        let test = try TestStore(.sqlite)
+        let hub = WatchHub(store: test.store, rules: Self.rules, idleTime: .seconds(60), maximumWatches: 10_000, pageBytes: 1 << 20) { _ in
+        }
+        defer { hub.close() }
+        let added = (0..<2_000).filter { index in
+            hub.add(WatchPosition(caller: .user("user-\(index)"), after: .zero, collections: nil)) { _ in } != nil
+        }
+        #expect(added.count == 2_000)
+        let afterArrivals = hub.passes
+        var seen = -1
+        let deadline = ContinuousClock.now + .seconds(30)
+        while hub.passes != seen, ContinuousClock.now < deadline {
+            seen = hub.passes
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(hub.passes - afterArrivals <= 10, "\(hub.passes - afterArrivals) passes after the last watch arrived")
+        #expect(hub.count == 2_000)
+    }
+
     @Test func aCommitOnOneProcessWakesTheWatchesOfAnotherThroughPostgreSQL() async throws {
         guard PostgresTestDatabase.isAvailable else { return }
         let test = try TestStore(.postgres)
