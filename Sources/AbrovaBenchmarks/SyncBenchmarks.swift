@@ -6,6 +6,7 @@ import AbrovaStore
 import AbrovaSync
 import AbrovaTestSupport
 import Foundation
+import Synchronization
 
 /// The SDK end to end, against the real server on loopback HTTP: the initial sync of an empty
 /// device (documents per second and the device's peak memory, measured in a process of its own
@@ -26,6 +27,7 @@ struct SyncBenchmarks {
             if options.runs("sync-initial") || options.runs("sync-growth-pull") { try measureInitialSync(into: &report) }
             if options.runs("sync-growth-push") { try await measurePushGrowth(into: &report) }
             if options.runs("sync-write-during-pull") { try await measureWriteDuringFirstSync(into: &report) }
+            if options.runs("sync-live-listener") { try await measureLiveListener(into: &report) }
         } catch {
             print("sync benchmarks failed: \(error)")
         }
@@ -254,6 +256,106 @@ struct SyncBenchmarks {
                 figure: String(format: "%.1f ms (the first sync: %.0f ms)", duringTime * 1000, median(firstSync) * 1000),
                 baseline: String(format: "%.1f ms, the same write on the idle device", idleTime * 1000),
                 ratio: duringTime / idleTime, goal: "≤ 20×", isGoalMet: duringTime / idleTime <= 20))
+    }
+
+    /// Live updates as an app sees them: from device A's `updateData` returning to device B's
+    /// snapshot listener showing it, with no call on B, over loopback HTTP: both devices on one
+    /// server (SQLite), then on two servers over one PostgreSQL database (when
+    /// `ABROVA_POSTGRES_URL` names one), woken through LISTEN/NOTIFY. Goals: p50 ≤ 20 ms and p99
+    /// ≤ 100 ms on SQLite, p99 ≤ 150 ms across servers.
+    private func measureLiveListener(into report: inout BenchmarkReport) async throws {
+        let rounds = options.isQuick ? 20 : 100
+        let folder = TemporaryFolder()
+        let sqlite = try SyncServer(store: try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal))
+        defer { sqlite.stop() }
+        let onOne = try await listenerLatencies(writer: sqlite.port, reader: sqlite.port, rounds: rounds, folder: folder, name: "sqlite")
+        report.add(
+            Self.latencyRow(
+                "sync: another device's write shown by a listener, one server (SQLite, loopback)", onOne, p50Goal: 0.020, p99Goal: 0.100))
+        guard PostgresTestDatabase.isAvailable else {
+            print("live listener across servers: skipped (\(PostgresTestDatabase.skipReason))")
+            return
+        }
+        let database = try PostgresTestDatabase()
+        let first = try SyncServer(store: try PostgresServerStore(url: database.url, maximumConnections: 4))
+        let second = try SyncServer(store: try PostgresServerStore(url: database.url, maximumConnections: 4))
+        defer {
+            first.stop()
+            second.stop()
+        }
+        let across = try await listenerLatencies(writer: first.port, reader: second.port, rounds: rounds, folder: folder, name: "postgres")
+        report.add(
+            Self.latencyRow(
+                "sync: another device's write shown by a listener, across two servers (PostgreSQL)", across, p50Goal: nil, p99Goal: 0.150))
+    }
+
+    /// Seconds from each write's return on the writer to the reader's listener showing it, sorted,
+    /// and the same from the call's start (which includes the writer's own push).
+    private func listenerLatencies(
+        writer: UInt16, reader: UInt16, rounds: Int, folder: TemporaryFolder, name: String
+    ) async throws -> (fromReturn: [Double], fromCall: [Double]) {
+        func device(_ port: UInt16, _ role: String) throws -> AbrovaSync {
+            try AbrovaSync(
+                config: try AbrovaSyncConfigBuilder(apiKey: "bench").serverURL(URL(string: "http://127.0.0.1:\(port)")!)
+                    .storePath(folder.path("\(name)-\(role).sqlite")).authToken("ana").build())
+        }
+        let phone = try device(writer, "phone")
+        let laptop = try device(reader, "laptop")
+        defer {
+            Task {
+                await phone.close()
+                await laptop.close()
+            }
+        }
+        let cart = phone.collection("carts").document("c1")
+        try await cart.setData(["n": -1])
+        let shown = Mutex<[Int64: ContinuousClock.Instant]>([:])
+        let registration = await laptop.collection("carts").document("c1").addSnapshotListener { snapshot in
+            guard let n = snapshot.data?.mapValue?["n"]?.intValue else { return }
+            shown.withLock { $0[n] = $0[n] ?? .now }
+        }
+        defer { registration.remove() }
+        var states = laptop.connectionStateChanges.makeAsyncIterator()
+        while let state = await states.next(), state != .live {}
+        var latencies: [Double] = []
+        var fromCall: [Double] = []
+        for round in 0..<rounds {
+            let called = ContinuousClock.now
+            try await cart.updateData(["n": .value(.int(Int64(round)))])
+            let written = ContinuousClock.now
+            let deadline = written + .seconds(10)
+            while shown.withLock({ $0[Int64(round)] }) == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .microseconds(200))
+            }
+            guard let at = shown.withLock({ $0[Int64(round)] }) else {
+                throw BenchmarkFailure("round \(round): the listener never showed it")
+            }
+            latencies.append(seconds(max(at - written, .zero)))
+            fromCall.append(seconds(at - called))
+        }
+        return (latencies.sorted(), fromCall.sorted())
+    }
+
+    private static func latencyRow(
+        _ name: String, _ latencies: (fromReturn: [Double], fromCall: [Double]), p50Goal: Double?, p99Goal: Double
+    ) -> BenchmarkRow {
+        func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+            sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+        }
+        let (p50, p99) = (percentile(latencies.fromReturn, 0.5), percentile(latencies.fromReturn, 0.99))
+        let (callP50, callP99) = (percentile(latencies.fromCall, 0.5), percentile(latencies.fromCall, 0.99))
+        print(
+            String(
+                format: "%@: p50 %.1f ms, p99 %.1f ms after the write returned (%.1f / %.1f ms from its call) over %d writes", name,
+                p50 * 1000, p99 * 1000, callP50 * 1000, callP99 * 1000, latencies.fromReturn.count))
+        let goal = (p50Goal.map { String(format: "p50 ≤ %.0f ms, ", $0 * 1000) } ?? "") + String(format: "p99 ≤ %.0f ms", p99Goal * 1000)
+        return BenchmarkRow(
+            name: name,
+            figure: String(
+                format: "p50 %.1f ms, p99 %.1f ms after the write returned (from its call: p50 %.1f, p99 %.1f ms)", p50 * 1000, p99 * 1000,
+                callP50 * 1000, callP99 * 1000),
+            baseline: "pulling every 5 s: 2,500 ms on average", ratio: p99 / p99Goal, goal: goal,
+            isGoalMet: p99 <= p99Goal && (p50Goal.map { p50 <= $0 } ?? true))
     }
 
     /// Wall and processor seconds from the start of a device holding `size` pending creates until

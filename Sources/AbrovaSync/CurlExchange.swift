@@ -179,6 +179,8 @@
                 set(abrova_curl_set_long(easy, CURLOPT_FOLLOWLOCATION, 0))
                 set(abrova_curl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))
                 set(abrova_curl_set_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)))
+                set(abrova_curl_set_long(easy, CURLOPT_FRESH_CONNECT, request.isOnFreshConnection ? 1 : 0))
+                set(abrova_curl_set_long(easy, CURLOPT_FORBID_REUSE, request.isOnFreshConnection ? 1 : 0))
                 set(abrova_curl_set_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer))
                 set(abrova_curl_set_pointer(easy, CURLOPT_HTTPHEADER, headers))
                 set(

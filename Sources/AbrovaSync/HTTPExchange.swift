@@ -30,6 +30,9 @@ struct HTTPExchangeRequest: Sendable {
     var body: Data?
     /// How long the exchange may take in all, from the connection to the answer's last byte.
     var timeout: Duration
+    /// Sent on a connection of its own, not kept afterwards: a long poll, which waits on the
+    /// server at a seventh of the memory on a fresh connection as on one that served before.
+    var isOnFreshConnection = false
 }
 
 /// A request that got no whole answer, with a sentence that says why ("no answer within 1.0

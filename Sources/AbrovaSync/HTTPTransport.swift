@@ -185,7 +185,7 @@ package final class HTTPTransport: SyncTransport {
         let wait = (announcedWatchIdle.withLock { $0 } ?? .seconds(ServerLimits.defaultWatchIdleSeconds)) + Self.watchMargin
         var request = try makeRequest(method: "GET", path: "/v1/watch", query: cursor.map { "cursor=" + Self.percentEncoded($0) })
         request.timeoutInterval = Self.seconds(wait)
-        let answer = try await send(request, timeout: wait)
+        let answer = try await send(request, timeout: wait, onFreshConnection: true)
         return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try WatchResponse(body: bytes).changed }
     }
 
@@ -251,12 +251,14 @@ package final class HTTPTransport: SyncTransport {
 
     /// Sends `request` and collects the whole answer; a failure here means no usable answer
     /// came (the status is not looked at yet).
-    private func send(_ request: URLRequest, timeout: Duration) async throws(TransportFailure) -> HTTPAnswer {
+    private func send(_ request: URLRequest, timeout: Duration, onFreshConnection: Bool = false) async throws(TransportFailure)
+        -> HTTPAnswer
+    {
         guard let url = request.url else { throw .unreachable("the request has no URL") }
         let exchangeRequest = HTTPExchangeRequest(
             method: request.httpMethod ?? "GET", url: url,
             headers: request.allHTTPHeaderFields ?? [:], body: request.httpBody,
-            timeout: timeout)
+            timeout: timeout, isOnFreshConnection: onFreshConnection)
         do {
             return try await exchange.send(exchangeRequest)
         } catch {
