@@ -12,15 +12,8 @@ import Testing
     let folder = TemporaryFolder()
     static let rules = RuleBook(collections: ["board": PresetRules.anyAuthenticatedUser], fallback: PresetRules.ownerOnly)
 
-    /// An instance as an app makes it: the SDK's own transport, straight to `url`.
     func device(_ url: URL, user: String, name: String) throws -> AbrovaSync {
-        try AbrovaSync(
-            config: AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-                .serverURL(url)
-                .storePath(folder.path("\(name).sqlite"))
-                .authToken(LiveSyncServer.token(of: user))
-                .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)))
-                .build())
+        try appDevice(url, user: user, storePath: folder.path("\(name).sqlite"))
     }
 
     /// Whether `sync` has said it is live, from its connection state stream.
@@ -38,22 +31,11 @@ import Testing
         return await watcher.value
     }
 
-    /// What a query listener has shown, newest last.
-    final class Shown: Sendable {
-        private let snapshots = Locked<[[DocumentSnapshot]]>([])
-        func record(_ documents: [DocumentSnapshot]) { snapshots.update { $0.append(documents) } }
-        var all: [[DocumentSnapshot]] { snapshots.value }
-        var latest: [String: Value] {
-            Dictionary(
-                uniqueKeysWithValues: (snapshots.value.last ?? []).compactMap { snapshot in snapshot.data.map { (snapshot.key.id, $0) } })
-        }
-    }
-
     @Test func anotherDevicesWriteReachesAQueryListenerWithoutACallAndAStoppedListenerStopsTheWatch() async throws {
         let live = try LiveSyncServer(rules: Self.rules)
         let ana = try device(live.url, user: "ana", name: "ana")
         let ben = try device(live.url, user: "ben", name: "ben")
-        let shown = Shown()
+        let shown = ShownSnapshots()
         let registration = await ben.collection("board").addSnapshotListener { shown.record($0) }
         #expect(await eventually(30) { live.service.watchCount == 1 }, "Ben's device holds no watch")
         #expect(await Self.becomesLive(ben))
@@ -77,7 +59,7 @@ import Testing
         let live = try LiveSyncServer(rules: Self.rules)
         let ana = try device(live.url, user: "ana", name: "ana")
         let ben = try device(live.url, user: "ben", name: "ben")
-        let shown = Shown()
+        let shown = ShownSnapshots()
         let registration = await ben.collection("diary").addSnapshotListener { shown.record($0) }
         #expect(await eventually(30) { live.service.watchCount == 1 })
         try await ana.collection("diary").document("d1").setData(["secret": "x"])
@@ -95,7 +77,7 @@ import Testing
         let proxy = try FaultProxy(upstreamPort: UInt16(live.url.port ?? 0))
         let ana = try device(live.url, user: "ana", name: "ana")
         let ben = try device(try #require(URL(string: "http://127.0.0.1:\(proxy.port)")), user: "ben", name: "ben")
-        let shown = Shown()
+        let shown = ShownSnapshots()
         let registration = await ben.collection("board").addSnapshotListener { shown.record($0) }
         #expect(await eventually(30) { live.service.watchCount == 1 })
         proxy.fault = .reset
@@ -117,7 +99,7 @@ import Testing
         let second = try await ServerProcess.start(databaseURL: database.url, name: "live-second", folder: folder)
         let phone = try device(first.url, user: "ana", name: "phone")
         let laptop = try device(second.url, user: "ana", name: "laptop")
-        let shown = Shown()
+        let shown = ShownSnapshots()
         let registration = await laptop.collection("carts").addSnapshotListener { shown.record($0) }
         #expect(await Self.becomesLive(laptop), "the laptop holds no watch: \(second.log)")
         let written = ContinuousClock.now

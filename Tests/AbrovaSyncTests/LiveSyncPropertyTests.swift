@@ -39,16 +39,6 @@ import Testing
         }
     }
 
-    /// What one device's listener on one collection has shown.
-    final class Shown: Sendable {
-        private let snapshots = Locked<[[DocumentSnapshot]]>([])
-        func record(_ documents: [DocumentSnapshot]) { snapshots.update { $0.append(documents) } }
-        var all: [[DocumentSnapshot]] { snapshots.value }
-        var latest: [String: Value] {
-            Dictionary(uniqueKeysWithValues: (all.last ?? []).compactMap { snapshot in snapshot.data.map { (snapshot.key.id, $0) } })
-        }
-    }
-
     @Test func everyWatcherEndsWithEveryReadableChangeAndNoOther() async throws {
         let cases = ProcessInfo.processInfo.environment["ABROVA_PROPERTY_CASES"].flatMap { Int($0) } ?? 25
         let failure = await Property.check(
@@ -68,21 +58,14 @@ import Testing
         let live = try LiveSyncServer(rules: rules)
         var devices: [AbrovaSync] = []
         for (index, user) in users.enumerated() {
-            devices.append(
-                try AbrovaSync(
-                    config: AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-                        .serverURL(live.url)
-                        .storePath(folder.path("device\(index).sqlite"))
-                        .authToken(LiveSyncServer.token(of: user))
-                        .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)))
-                        .build()))
+            devices.append(try appDevice(live.url, user: user, storePath: folder.path("device\(index).sqlite")))
         }
-        var shown: [[String: Shown]] = []
+        var shown: [[String: ShownSnapshots]] = []
         var registrations: [ListenerRegistration] = []
         for device in devices {
-            var byCollection: [String: Shown] = [:]
+            var byCollection: [String: ShownSnapshots] = [:]
             for collection in ["board", "diary"] {
-                let record = Shown()
+                let record = ShownSnapshots()
                 registrations.append(await device.collection(collection).addSnapshotListener { record.record($0) })
                 byCollection[collection] = record
             }

@@ -192,3 +192,26 @@ func eventually(_ seconds: Double = 10, _ condition: @Sendable () async -> Bool)
     }
     return await condition()
 }
+
+/// An instance as an app makes it, with the SDK's own transport straight to `url` (no test
+/// wrapper, so it watches for live updates), signed in as `user`.
+func appDevice(_ url: URL, user: String, storePath: String) throws -> AbrovaSync {
+    try AbrovaSync(
+        config: AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+            .serverURL(url)
+            .storePath(storePath)
+            .authToken(LiveSyncServer.token(of: user))
+            .retryPolicy(RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)))
+            .build())
+}
+
+/// What a query listener has shown, newest last.
+final class ShownSnapshots: Sendable {
+    private let snapshots = Locked<[[DocumentSnapshot]]>([])
+    func record(_ documents: [DocumentSnapshot]) { snapshots.update { $0.append(documents) } }
+    var all: [[DocumentSnapshot]] { snapshots.value }
+    /// The documents of the last snapshot that exist, by id.
+    var latest: [String: Value] {
+        Dictionary(uniqueKeysWithValues: (all.last ?? []).compactMap { snapshot in snapshot.data.map { (snapshot.key.id, $0) } })
+    }
+}
