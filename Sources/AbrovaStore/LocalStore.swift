@@ -29,8 +29,9 @@ package actor LocalStore {
     var memory = StoreMemory()
     var listeners = Listeners()
 
-    /// Writes not yet confirmed by the server, in all documents.
-    package var unsentWriteCount: Int { memory.unsentWriteCount }
+    /// Writes not yet confirmed by the server, in all documents. A conflict kept for the resolver
+    /// counts as one: the device's change is not on the server until its resolution is.
+    package var unsentWriteCount: Int { memory.unsentWriteCount + memory.heldDocuments.count }
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
     ///
@@ -165,23 +166,31 @@ package actor LocalStore {
         _ operation: WriteOperation, for key: DocumentKey,
         asWritten: Bool = false
     ) throws(StoreError) -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
-        try translatingErrors {
-            switch operation {
-            case .set(let data):
-                try writeTranslated(key, requiresExisting: false, asWritten: asWritten) { base in try DocumentDelta.create(data, base: base)
-                }
-            case .update(let assignments, let removals, let setAdd, let setRemove):
-                try writeTranslated(key, requiresExisting: true, asWritten: asWritten) { base in
-                    try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
-                }
-            case .delete:
-                try writeTranslated(key, requiresExisting: false, asWritten: asWritten) { base in DocumentDelta.delete(base: base) }
+        try translatingErrors { try write(operation, for: key, asWritten: asWritten, alongside: nil) }
+    }
+
+    /// A write, with `alongside` run in its transaction (so that both commit, or neither).
+    func write(
+        _ operation: WriteOperation, for key: DocumentKey, asWritten: Bool, alongside: ((Database) throws -> Void)?
+    ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
+        switch operation {
+        case .set(let data):
+            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside) { base in
+                try DocumentDelta.create(data, base: base)
+            }
+        case .update(let assignments, let removals, let setAdd, let setRemove):
+            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside) { base in
+                try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
+            }
+        case .delete:
+            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside) { base in
+                DocumentDelta.delete(base: base)
             }
         }
     }
 
     private func writeTranslated(
-        _ key: DocumentKey, requiresExisting: Bool, asWritten: Bool,
+        _ key: DocumentKey, requiresExisting: Bool, asWritten: Bool, alongside: ((Database) throws -> Void)?,
         _ makeDelta: (Version) throws -> DocumentDelta
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         do {
@@ -210,6 +219,7 @@ package actor LocalStore {
         let view = document.view
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
+            try alongside?(database)
             if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable,
                 tail.writes < Self.maximumComposedWrites
             {

@@ -26,6 +26,18 @@ extension LocalStore {
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
             }
             memory.forgotConflict(key)
+            notify(changed: [])
+        }
+    }
+
+    /// The server's document as this device last confirmed it, and its version: what a resolver
+    /// is shown, and what its resolution is written on.
+    ///
+    /// - Throws: `StoreError`.
+    package func confirmedDocument(_ key: DocumentKey) throws(StoreError) -> (data: Value?, version: Version) {
+        try translatingErrors {
+            let state = try confirmedState(of: key)
+            return (state.document, state.version)
         }
     }
 
@@ -34,17 +46,31 @@ extension LocalStore {
     /// before the document's changes that waited for it, so that the app's writes made while the
     /// resolver decided stay on top; without such changes it is a write of its own.
     ///
+    /// `seenVersion` is the version of the server's document the resolver was shown
+    /// (`confirmedDocument`). When a newer one arrived while it decided, nothing is written, the
+    /// conflict stays kept and this returns `false`: the resolution was made without the newer
+    /// change, which it would overwrite unseen, so the resolver is to be asked again.
+    ///
     /// - Throws: `StoreError` (`.invalidValue` for a resolution that cannot be stored).
-    package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?) throws(StoreError) {
+    @discardableResult
+    package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?, seenVersion: Version) throws(StoreError) -> Bool {
         try translatingErrors {
+            guard try confirmedState(of: key).version == seenVersion else { return false }
             let first = try database.queryFirst(
                 "SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence LIMIT 1",
                 [.text(key.collection), .text(key.id)], QueueRow.init)
             let waiting = try first.map { try Self.decodeDelta($0.delta) }
             guard let resolution, let first, let waiting else {
-                if let resolution { _ = try write(resolution, for: key) }
-                try forgetUnresolvedConflict(key)
-                return
+                if let resolution {
+                    _ = try write(resolution, for: key, asWritten: false) { database in
+                        try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                    }
+                    memory.forgotConflict(key)
+                    notify(changed: [])
+                } else {
+                    try forgetUnresolvedConflict(key)
+                }
+                return true
             }
             let confirmed = try confirmedState(of: key)
             var delta: DocumentDelta
@@ -66,8 +92,11 @@ extension LocalStore {
             delta.compose(with: waiting)
             var view = DocumentState()
             try database.write { database in
+                // The resolution is sent under the document's strategy, never as written: it is
+                // made on the server's document as the resolver saw it, and a newer change there
+                // must come back to the resolver, not be overwritten. The waiting writes go with it.
                 try database.run(
-                    "UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
+                    "UPDATE pending SET delta = ?, writes = ?, parts = ?, as_written = 0 WHERE sequence = ?",
                     [.blob(Self.encode(delta)), .integer(Int64(first.writes + 1)), SQLiteValue(keptParts), .integer(first.sequence)])
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                 view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
@@ -76,6 +105,7 @@ extension LocalStore {
                 key, intoRow: first.sequence, delta: delta, writes: first.writes + 1, parts: keptParts,
                 viewJSON: view.documentJSON)
             notify(changed: [key])
+            return true
         }
     }
 }

@@ -168,7 +168,7 @@ package struct SettleReport: Hashable, Sendable {
     package var conflicts: [DocumentKey: [Conflict]] = [:]
     /// Under the manual strategy: conflicts the app's resolver must decide. The client's change
     /// was dropped; the resolver's answer is written as a new change. The store keeps them
-    /// (`unresolvedConflicts()`) until `resolveConflict(_:with:)` or `forgetUnresolvedConflict(_:)`.
+    /// (`unresolvedConflicts()`) until `resolveConflict(_:with:seenVersion:)` or `forgetUnresolvedConflict(_:)`.
     package var unresolved: [DocumentKey: [Conflict]] = [:]
     /// Documents whose change of several writes the server refused: the change went back to the
     /// queue write by write, to be sent again (nothing of it rolled back yet).

@@ -298,7 +298,8 @@ public final class AbrovaSync: Sendable {
     /// The error that stopped sync, while the state is `.error`.
     public var lastError: AbrovaSyncError? { get async { await engine.lastError } }
 
-    /// The number of writes waiting to be sent now.
+    /// The number of writes the server does not have yet: those waiting to be sent, and one for
+    /// each conflict the manual resolver is deciding (its resolution is still to be sent).
     public var pendingCount: Int { get async { await store.unsentWriteCount } }
 
     // MARK: The seed's table

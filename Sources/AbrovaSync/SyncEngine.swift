@@ -512,27 +512,28 @@ actor SyncRunner {
     /// the user holds back only its own document (whose changes wait in the store meanwhile),
     /// never a run or another write. The resolution is written before the document's waiting
     /// changes, as a change on top of the server's document, and the conflict forgotten with it
-    /// (`LocalStore.resolveConflict`); the run it starts sends it.
+    /// (`LocalStore.resolveConflict`); the run it starts sends it. The resolver is shown the
+    /// server's document as this device last confirmed it; should a newer one arrive before the
+    /// resolution is written, the resolver is asked again, with the newer one.
     private func resolveKeptConflicts() async throws {
         guard let resolver = configuration.conflictResolver else { return }
         for conflict in try await store.unresolvedConflicts() where !resolving.contains(conflict.key) {
             let key = conflict.key
             resolving.insert(key)
-            let server = try await store.document(key).data?.mapValue
+            let server = try await store.confirmedDocument(key)
             let info = ConflictInfo(
-                documentId: key.id, collection: key.collection, local: conflict.local?.mapValue, server: server,
+                documentId: key.id, collection: key.collection, local: conflict.local?.mapValue, server: server.data?.mapValue,
                 conflicts: conflict.conflicts)
             Task { [weak self] in
                 let resolution = await resolver(info)
-                await self?.write(resolution, of: key, local: info.local)
+                await self?.write(resolution, of: key, local: info.local, seenVersion: server.version)
             }
         }
     }
 
     /// Writes the resolver's answer for a kept conflict and sends it; on a failure the conflict
     /// stays kept, and the next run asks again.
-    private func write(_ resolution: ConflictResolution, of key: DocumentKey, local: [String: Value]?) async {
-        defer { resolving.remove(key) }
+    private func write(_ resolution: ConflictResolution, of key: DocumentKey, local: [String: Value]?, seenVersion: Version) async {
         let operation: WriteOperation? =
             switch resolution {
             case .useServer: nil
@@ -540,12 +541,13 @@ actor SyncRunner {
             case .use(let data): .set(data)
             case .delete: .delete
             }
-        do {
-            try await store.resolveConflict(key, with: operation)
-        } catch {
-            return
+        let written = try? await store.resolveConflict(key, with: operation, seenVersion: seenVersion)
+        resolving.remove(key)
+        switch written {
+        case true?: Task { await self.sync() }
+        case false?: try? await resolveKeptConflicts()
+        case nil: break
         }
-        Task { await self.sync() }
     }
 
     /// Pulls pages until the server has no more. The next page is asked for as soon as a page's

@@ -93,7 +93,10 @@ import Testing
             _ = try await device.settle(batch: frozen.batch.sequence, results: answer)
             // Under manual, the app's resolver keeps the server's document (the document's later
             // changes wait until it has decided).
-            for conflict in try await device.unresolvedConflicts() { try await device.resolveConflict(conflict.key, with: nil) }
+            for conflict in try await device.unresolvedConflicts() {
+                let seen = try await device.confirmedDocument(conflict.key).version
+                try await device.resolveConflict(conflict.key, with: nil, seenVersion: seen)
+            }
             return true
         }
         func pull(_ device: LocalStore) async throws {

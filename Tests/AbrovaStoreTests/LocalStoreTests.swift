@@ -344,7 +344,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         let conflict = try #require(report.unresolved[cart]?.first)
         #expect(conflict.path == path("qty") && conflict.serverValue == 3 && conflict.clientValue == 5 && conflict.outcome == .unresolved)
         #expect(try await store.document(cart).data == ["qty": 3])
-        #expect(await store.unsentWriteCount == 0)
+        #expect(await store.unsentWriteCount == 1, "the change is not on the server until its resolution is")
     }
 
     /// The conflict, with the document as the device had it, outlives the process until the
@@ -375,7 +375,12 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         await store.close()
         let reopened = try LocalStore(path: folder.path("store.sqlite"))
         #expect(try await reopened.freezeBatch() == nil, "still waiting after a reopen")
-        try await reopened.resolveConflict(cart, with: .set(["qty": 5]))
+        // A resolution made from an older server document than the device has is not written.
+        let seen = try await reopened.confirmedDocument(cart).version
+        #expect(try await reopened.resolveConflict(cart, with: .set(["qty": 6]), seenVersion: Version(seen.rawValue - 1)) == false)
+        #expect(try await reopened.unresolvedConflicts().count == 1)
+        #expect(try await reopened.freezeBatch() == nil, "still waiting after a stale resolution")
+        #expect(try await reopened.resolveConflict(cart, with: .set(["qty": 5]), seenVersion: seen))
         #expect(try await reopened.unresolvedConflicts().isEmpty)
         #expect(try await reopened.document(cart).data == ["qty": 5, "note": "later"])
         #expect(await reopened.unsentWriteCount == 2)
@@ -384,6 +389,35 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         var applied = DocumentState()
         _ = try ConflictStrategy.merge.apply(second.batch.changes[0].delta, to: &applied, version: Version(200))
         #expect(applied.document == ["qty": 5, "note": "later"])
+    }
+
+    /// A write made online while the resolver decides waits for it; the resolution composed in
+    /// front of it is sent under the document's strategy, not as written, so that a change the
+    /// resolver never saw comes back to it instead of being overwritten.
+    @Test func aResolutionComposedWithAWriteMadeOnlineIsSentUnderTheStrategyNotAsWritten() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try server.write(try DocumentDelta.update(set: [path("qty"): 3], base: server.version), to: cart)
+        try await store.updateData(for: cart, set: [path("qty"): 5])
+        let frozen = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .manual))
+        let seen = try await store.confirmedDocument(cart).version
+        _ = try await store.write(
+            .update(set: [path("note"): "later"], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
+        // Another device adds a coupon, which this one has not pulled when the resolution is written.
+        try server.write(try DocumentDelta.update(set: [path("coupon"): "ben's"], base: server.version), to: cart)
+        #expect(try await store.resolveConflict(cart, with: .set(["qty": 5]), seenVersion: seen))
+        let sent = try #require(try await store.freezeBatch(strategyOf: { _ in .manual }))
+        #expect(sent.batch.changes.map(\.strategy) == [.manual])
+        let results = server.push(sent.batch, strategy: .manual)
+        guard case .unresolved = results.first else {
+            Issue.record("the resolution was not left to the resolver again: \(results)")
+            return
+        }
+        #expect(server.documents[cart]?.document == ["qty": 3, "coupon": "ben's"])
     }
 
     @Test func aSettledConflictIsReportedAndTheServersOutcomeShown() async throws {

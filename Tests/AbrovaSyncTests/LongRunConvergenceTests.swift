@@ -38,9 +38,18 @@ import Testing
         ]
     }
 
+    /// How long the clients' manual resolvers take (`ABROVA_CHAOS_RESOLVER_DELAY_MS`), chosen by
+    /// the seed: a resolver that decides while pulls, other devices' resolutions and the app's
+    /// writes go on lost writes that an immediate one seldom did.
+    static func resolverEnvironment(seed: UInt64) -> [String: String] {
+        let delay = Int(seed % 4) * 60
+        return delay == 0 ? [:] : ["ABROVA_CHAOS_RESOLVER_DELAY_MS": String(delay)]
+    }
+
     /// Runs a client process that ends by itself; throws when it fails.
-    func runToEnd(_ arguments: [String], name: String) async throws {
-        let child = try ChildProcess("abrova-chaos-client", arguments, logPath: folder.path("\(name)-\(UUID().uuidString.prefix(6)).out"))
+    func runToEnd(_ arguments: [String], name: String, environment: [String: String] = [:]) async throws {
+        let child = try ChildProcess(
+            "abrova-chaos-client", arguments, logPath: folder.path("\(name)-\(UUID().uuidString.prefix(6)).out"), environment: environment)
         let status = await child.waitUntilExit()
         guard status == 0 else { throw Failure("\(name) exited \(status): \(child.log.suffix(2_000))") }
     }
@@ -102,8 +111,10 @@ import Testing
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["ABROVA_CHAOS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(UInt32.max))
         let seconds = environment["ABROVA_LONG_RUN_SECONDS"].flatMap(Double.init).map { $0 * scale } ?? defaultSeconds
+        let resolverEnvironment = Self.resolverEnvironment(seed: seed)
         print(
-            "long run (\(label)): seed \(seed) (ABROVA_CHAOS_SEED=\(seed) replays its choices), \(servers.count) server(s), clients write for \(seconds) s"
+            "long run (\(label)): seed \(seed) (ABROVA_CHAOS_SEED=\(seed) replays its choices), \(servers.count) server(s), clients write for \(seconds) s, "
+                + "resolvers take \(resolverEnvironment.values.first ?? "0") ms"
         )
         let started = ContinuousClock.now
         let live = servers[0]
@@ -113,7 +124,7 @@ import Testing
         func start(_ slot: Slot) throws {
             slot.child = try ChildProcess(
                 "abrova-chaos-client", arguments("run", slot, seed: seed),
-                logPath: folder.path("\(slot.name)-r\(slot.restarts).out"))
+                logPath: folder.path("\(slot.name)-r\(slot.restarts).out"), environment: resolverEnvironment)
         }
         for slot in slots { try start(slot) }
 
@@ -182,7 +193,8 @@ import Testing
             for slot in slots {
                 slot.restarts += 1
                 try await runToEnd(
-                    arguments("settle", slot, seed: seed) + ["--dump", folder.path("\(slot.name).dump")], name: "\(slot.name) settle")
+                    arguments("settle", slot, seed: seed) + ["--dump", folder.path("\(slot.name).dump")], name: "\(slot.name) settle",
+                    environment: resolverEnvironment)
             }
             let expected = Self.expectedDump(try Self.serverDocuments(live))
             differences = slots.compactMap { slot in

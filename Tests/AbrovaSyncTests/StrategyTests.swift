@@ -188,6 +188,9 @@ import Testing
         try await ben.carts.document("c1").updateData(["qty": 3])
         await ben.sync.reconnect()
         #expect(await eventually { asked.value }, "the resolver was never asked")
+        // Ben's write is not on the server until the resolution is: it counts as pending, so that
+        // an app waiting for nothing pending does not stop before the resolution is sent.
+        #expect(await ben.sync.pendingCount == 1)
         // While the resolver waits, an unrelated online write goes through at once; a write of the
         // document in conflict waits for the resolution, and stays on top of it.
         let snapshot = try await ben.carts.document("other").setData(["n": 1])
@@ -203,6 +206,52 @@ import Testing
                     == ["qty": 3, "note": "while deciding"]
             }, "the resolution and the write after it were not sent")
         #expect(try await ben.carts.document("c1").getDocument(source: .cache).data == ["qty": 3, "note": "while deciding"])
+        await live.stop()
+    }
+
+    /// A resolution is made from the server's document the resolver was shown. Should a newer one
+    /// arrive while it decides, the resolution is not written over it (the newer change would be
+    /// lost without anyone having seen it): the resolver is asked again, with the newer document.
+    @Test func aResolutionMadeFromAnOlderServerDocumentIsAskedForAgainNotWrittenOverTheNewerOne() async throws {
+        let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser))
+        let userChose = Locked(false)
+        let shown = Locked<[[String: Value]?]>([])
+        let ana = try Device(live, folder: folder, name: "ana")
+        let ben = try Device(live, user: "ben", folder: folder, name: "ben") { builder in
+            builder.conflictStrategy(.manual).conflictResolver { info in
+                shown.update { $0.append(info.server) }
+                if shown.value.count == 1 { _ = await eventually(10) { userChose.value } }
+                // The server's document, with ben's quantity.
+                var merged = info.server ?? [:]
+                merged["qty"] = info.local?["qty"]
+                return .use(merged)
+            }
+        }
+        try await ana.carts.document("c1").setData(["qty": 1])
+        await ben.sync.forceSyncNow()
+        await ben.sync.disconnect()
+        try await ana.carts.document("c1").updateData(["qty": 2])
+        try await ben.carts.document("c1").updateData(["qty": 3])
+        await ben.sync.reconnect()
+        #expect(await eventually { shown.value.count == 1 }, "the resolver was never asked")
+        // While ben's user decides, ana adds a field, and ben's device pulls it.
+        try await ana.carts.document("c1").updateData(["coupon": "ana's"])
+        await ben.sync.forceSyncNow()
+        let benSees = try await ben.carts.document("c1").getDocument(source: .cache).data
+        #expect(benSees?.mapValue?["coupon"] == "ana's")
+        userChose.update { $0 = true }
+        let key = DocumentKey(collection: "carts", id: "c1")
+        #expect(
+            await eventually {
+                (try? live.service.document(key, caller: .user("ana")).state.document) == ["qty": 3, "coupon": "ana's"]
+            }, "ana's later coupon was lost under a resolution made without it")
+        #expect(shown.value == [["qty": 2], ["qty": 2, "coupon": "ana's"]])
+        #expect(
+            await eventually {
+                let kept = (try? await ben.sync.store.unresolvedConflicts()) ?? []
+                let pending = await ben.sync.pendingCount
+                return kept.isEmpty && pending == 0
+            })
         await live.stop()
     }
 }
