@@ -328,6 +328,12 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     /// The device set qty to 5 on the version it pulled; meanwhile the server set it to 3. Returns
     /// the report of settling the device's batch under `strategy`, and the store.
     func settleConcurrentQuantities(strategy: ConflictStrategy) async throws -> (SettleReport, LocalStore) {
+        let (report, store, _) = try await settleConcurrentQuantitiesKeepingServer(strategy: strategy)
+        return (report, store)
+    }
+
+    /// `settleConcurrentQuantities`, with the server, for a test that goes on with it.
+    func settleConcurrentQuantitiesKeepingServer(strategy: ConflictStrategy) async throws -> (SettleReport, LocalStore, InMemoryServer) {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var server = InMemoryServer()
         try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
@@ -336,7 +342,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         try server.write(try DocumentDelta.update(set: [path("qty"): 3], base: server.version), to: cart)
         try await store.updateData(for: cart, set: [path("qty"): 5])
         let frozen = try #require(try await store.freezeBatch())
-        return (try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: strategy)), store)
+        let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: strategy))
+        return (report, store, server)
     }
 
     @Test func underManualAConflictingChangeIsHeldForTheResolver() async throws {
@@ -395,15 +402,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
     /// front of it is sent under the document's strategy, not as written, so that a change the
     /// resolver never saw comes back to it instead of being overwritten.
     @Test func aResolutionComposedWithAWriteMadeOnlineIsSentUnderTheStrategyNotAsWritten() async throws {
-        let store = try LocalStore(path: folder.path("store.sqlite"))
-        var server = InMemoryServer()
-        try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
-        let page = server.pull(after: nil)
-        try await store.applyPulledPage(page.documents, cursor: page.cursor)
-        try server.write(try DocumentDelta.update(set: [path("qty"): 3], base: server.version), to: cart)
-        try await store.updateData(for: cart, set: [path("qty"): 5])
-        let frozen = try #require(try await store.freezeBatch())
-        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .manual))
+        var (_, store, server) = try await settleConcurrentQuantitiesKeepingServer(strategy: .manual)
         let seen = try await store.confirmedDocument(cart).version
         _ = try await store.write(
             .update(set: [path("note"): "later"], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)

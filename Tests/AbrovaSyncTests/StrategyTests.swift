@@ -167,6 +167,17 @@ import Testing
 @Suite struct WaitingResolverTests {
     let folder = TemporaryFolder()
 
+    /// Ana makes cart c1 with qty 1 and ben's device syncs it; ben goes offline; ana sets qty 2, ben
+    /// qty 3; ben reconnects, and his resolver is asked.
+    func makeConflictOverQuantity(ana: Device, ben: Device) async throws {
+        try await ana.carts.document("c1").setData(["qty": 1])
+        await ben.sync.forceSyncNow()
+        await ben.sync.disconnect()
+        try await ana.carts.document("c1").updateData(["qty": 2])
+        try await ben.carts.document("c1").updateData(["qty": 3])
+        await ben.sync.reconnect()
+    }
+
     @Test func aResolverWaitingForTheUserHoldsBackNoOtherWrite() async throws {
         let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser))
         let userChose = Locked(false)
@@ -181,12 +192,7 @@ import Testing
                 return .useLocal
             }
         }
-        try await ana.carts.document("c1").setData(["qty": 1])
-        await ben.sync.forceSyncNow()
-        await ben.sync.disconnect()
-        try await ana.carts.document("c1").updateData(["qty": 2])
-        try await ben.carts.document("c1").updateData(["qty": 3])
-        await ben.sync.reconnect()
+        try await makeConflictOverQuantity(ana: ana, ben: ben)
         #expect(await eventually { asked.value }, "the resolver was never asked")
         // Ben's write is not on the server until the resolution is: it counts as pending, so that
         // an app waiting for nothing pending does not stop before the resolution is sent.
@@ -227,12 +233,7 @@ import Testing
                 return .use(merged)
             }
         }
-        try await ana.carts.document("c1").setData(["qty": 1])
-        await ben.sync.forceSyncNow()
-        await ben.sync.disconnect()
-        try await ana.carts.document("c1").updateData(["qty": 2])
-        try await ben.carts.document("c1").updateData(["qty": 3])
-        await ben.sync.reconnect()
+        try await makeConflictOverQuantity(ana: ana, ben: ben)
         #expect(await eventually { shown.value.count == 1 }, "the resolver was never asked")
         // While ben's user decides, ana adds a field, and ben's device pulls it.
         try await ana.carts.document("c1").updateData(["coupon": "ana's"])
