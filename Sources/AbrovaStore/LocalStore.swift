@@ -169,21 +169,26 @@ package actor LocalStore {
         try translatingErrors { try write(operation, for: key, asWritten: asWritten, alongside: nil) }
     }
 
-    /// A write, with `alongside` run in its transaction (so that both commit, or neither).
+    /// A write, with `alongside` run in its transaction (so that both commit, or neither), and
+    /// `afterCommit` told of the commit before listeners are (so that they never see the memory
+    /// of one without the other).
     func write(
-        _ operation: WriteOperation, for key: DocumentKey, asWritten: Bool, alongside: ((Database) throws -> Void)?
+        _ operation: WriteOperation, for key: DocumentKey, asWritten: Bool, alongside: ((Database) throws -> Void)?,
+        afterCommit: ((inout StoreMemory) -> Void)? = nil
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         switch operation {
         case .set(let data):
-            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside) { base in
+            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
+                base in
                 try DocumentDelta.create(data, base: base)
             }
         case .update(let assignments, let removals, let setAdd, let setRemove):
-            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside) { base in
+            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) { base in
                 try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
             }
         case .delete:
-            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside) { base in
+            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
+                base in
                 DocumentDelta.delete(base: base)
             }
         }
@@ -191,7 +196,7 @@ package actor LocalStore {
 
     private func writeTranslated(
         _ key: DocumentKey, requiresExisting: Bool, asWritten: Bool, alongside: ((Database) throws -> Void)?,
-        _ makeDelta: (Version) throws -> DocumentDelta
+        afterCommit: ((inout StoreMemory) -> Void)?, _ makeDelta: (Version) throws -> DocumentDelta
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         do {
             try key.validate()
@@ -248,6 +253,7 @@ package actor LocalStore {
         }
         let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? memory.tail : nil, batchFrom: memory.nextBatch)
         memory.wrote(newTail, document: document, viewJSON: viewJSON)
+        afterCommit?(&memory)
         notify(changed: [key])
         return (DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true)), receipt)
     }

@@ -17,6 +17,11 @@ extension LocalStore {
         }
     }
 
+    /// Whether the conflict of `key` is left to the resolver, its resolution not yet written.
+    package func isConflictKept(_ key: DocumentKey) -> Bool {
+        memory.heldDocuments.contains(key)
+    }
+
     /// Forgets a conflict left to the resolver, once its resolution is written.
     ///
     /// - Throws: `StoreError`.
@@ -49,12 +54,15 @@ extension LocalStore {
     /// `seenVersion` is the version of the server's document the resolver was shown
     /// (`confirmedDocument`). When a newer one arrived while it decided, nothing is written, the
     /// conflict stays kept and this returns `false`: the resolution was made without the newer
-    /// change, which it would overwrite unseen, so the resolver is to be asked again.
+    /// change, which it would overwrite unseen, so the resolver is to be asked again. A conflict
+    /// resolved already is left alone (this returns `true`): a resolver asked twice for it, by runs
+    /// that met it at once, must not have its first answer overwritten or counted twice.
     ///
     /// - Throws: `StoreError` (`.invalidValue` for a resolution that cannot be stored).
     @discardableResult
     package func resolveConflict(_ key: DocumentKey, with resolution: WriteOperation?, seenVersion: Version) throws(StoreError) -> Bool {
         try translatingErrors {
+            guard memory.heldDocuments.contains(key) else { return true }
             guard try confirmedState(of: key).version == seenVersion else { return false }
             let first = try database.queryFirst(
                 "SELECT \(QueueRow.pendingColumns) FROM pending WHERE collection = ? AND id = ? ORDER BY sequence LIMIT 1",
@@ -62,11 +70,13 @@ extension LocalStore {
             let waiting = try first.map { try Self.decodeDelta($0.delta) }
             guard let resolution, let first, let waiting else {
                 if let resolution {
-                    _ = try write(resolution, for: key, asWritten: false) { database in
-                        try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
-                    }
-                    memory.forgotConflict(key)
-                    notify(changed: [])
+                    _ = try write(
+                        resolution, for: key, asWritten: false,
+                        alongside: { database in
+                            try database.run(
+                                "DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                        },
+                        afterCommit: { $0.forgotConflict(key) })
                 } else {
                     try forgetUnresolvedConflict(key)
                 }
@@ -94,10 +104,13 @@ extension LocalStore {
             try database.write { database in
                 // The resolution is sent under the document's strategy, never as written: it is
                 // made on the server's document as the resolver saw it, and a newer change there
-                // must come back to the resolver, not be overwritten. The waiting writes go with it.
+                // must come back to the resolver, not be overwritten. The waiting writes, made on
+                // the same document, go the same way.
                 try database.run(
-                    "UPDATE pending SET delta = ?, writes = ?, parts = ?, as_written = 0 WHERE sequence = ?",
+                    "UPDATE pending SET delta = ?, writes = ?, parts = ? WHERE sequence = ?",
                     [.blob(Self.encode(delta)), .integer(Int64(first.writes + 1)), SQLiteValue(keptParts), .integer(first.sequence)])
+                try database.run(
+                    "UPDATE pending SET as_written = 0 WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                 view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
             }

@@ -180,8 +180,8 @@ struct StoreMemory {
     }
 
     /// A resolution was composed in front of `key`'s first waiting change (the pending row
-    /// `sequence`), which now holds `delta` of `writes` writes, no longer as written; the document
-    /// shows `viewJSON`.
+    /// `sequence`), which now holds `delta` of `writes` writes; none of `key`'s waiting changes is
+    /// as written any more; the document shows `viewJSON`.
     mutating func resolvedConflict(
         _ key: DocumentKey, intoRow sequence: Int64, delta: DocumentDelta, writes: Int, parts: [UInt8]?,
         viewJSON: String?
@@ -192,8 +192,8 @@ struct StoreMemory {
             tail?.delta = delta
             tail?.writes = writes
             tail?.parts = parts
-            tail?.isAsWritten = false
         }
+        if tail?.key == key { tail?.isAsWritten = false }
         cache[key] = nil
         unsent[key]?.writes += 1
         unsent[key]?.viewJSON = viewJSON

@@ -520,7 +520,18 @@ actor SyncRunner {
         for conflict in try await store.unresolvedConflicts() where !resolving.contains(conflict.key) {
             let key = conflict.key
             resolving.insert(key)
-            let server = try await store.confirmedDocument(key)
+            let server: (data: Value?, version: Version)
+            do {
+                // The list may predate a resolution written since, by a run that asked for it.
+                guard await store.isConflictKept(key) else {
+                    resolving.remove(key)
+                    continue
+                }
+                server = try await store.confirmedDocument(key)
+            } catch {
+                resolving.remove(key)
+                throw error
+            }
             let info = ConflictInfo(
                 documentId: key.id, collection: key.collection, local: conflict.local?.mapValue, server: server.data?.mapValue,
                 conflicts: conflict.conflicts)

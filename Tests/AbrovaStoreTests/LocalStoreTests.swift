@@ -419,6 +419,52 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(server.documents[cart]?.document == ["qty": 3, "coupon": "ben's"])
     }
 
+    /// Every waiting change of the document goes under the strategy, not only the one the
+    /// resolution composes with: all were made on the server's document the resolver saw.
+    @Test func aResolutionTakesEveryWaitingChangeOfTheDocumentOutOfAsWritten() async throws {
+        let (_, store, _) = try await settleConcurrentQuantitiesKeepingServer(strategy: .manual)
+        let other = DocumentKey(collection: "carts", id: "other")
+        let seen = try await store.confirmedDocument(cart).version
+        let note = WriteOperation.update(set: [path("note"): "later"], remove: [], setAdd: [:], setRemove: [:])
+        _ = try await store.write(note, for: cart, asWritten: true)
+        _ = try await store.write(.set(["n": 1]), for: other, asWritten: true)
+        _ = try await store.write(.update(set: [path("seen"): true], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
+        #expect(try await store.resolveConflict(cart, with: .set(["qty": 5]), seenVersion: seen))
+        let sent = try #require(try await store.freezeBatch(strategyOf: { _ in .manual }))
+        #expect(sent.batch.changes.filter { $0.key == cart }.map(\.strategy) == [.manual, .manual])
+        #expect(sent.batch.changes.filter { $0.key == other }.map(\.strategy) == [.clientWins], "another document's stays as written")
+    }
+
+    /// A conflict resolved already (a second resolver answer for it, from a run that asked while
+    /// the first was written) is left alone: the first resolution stands, nothing is written twice.
+    @Test(arguments: [false, true]) func aConflictResolvedAlreadyIsNotResolvedAgain(withAWaitingChange waiting: Bool) async throws {
+        let (_, store, _) = try await settleConcurrentQuantitiesKeepingServer(strategy: .manual)
+        if waiting { try await store.updateData(for: cart, set: [path("note"): "later"]) }
+        let seen = try await store.confirmedDocument(cart).version
+        #expect(try await store.resolveConflict(cart, with: .set(["qty": 5]), seenVersion: seen))
+        let count = await store.unsentWriteCount
+        #expect(try await store.resolveConflict(cart, with: .set(["qty": 9]), seenVersion: seen))
+        #expect(await store.unsentWriteCount == count)
+        #expect(try await store.document(cart).data?.mapValue?["qty"] == 5)
+    }
+
+    /// A resolution written as a change of its own counts as the one pending write the conflict
+    /// counted as, at every moment an app can see: never one more.
+    @Test func aResolutionWithoutWaitingChangesNeverCountsTwice() async throws {
+        let (_, store, _) = try await settleConcurrentQuantitiesKeepingServer(strategy: .manual)
+        let seen = try await store.confirmedDocument(cart).version
+        var counts = await store.unsentWriteCounts().makeAsyncIterator()
+        #expect(await counts.next() == 1)
+        #expect(try await store.resolveConflict(cart, with: .set(["qty": 5]), seenVersion: seen))
+        try await store.setData(["n": 1], for: DocumentKey(collection: "carts", id: "other"))
+        var shown: [Int] = []
+        while let count = await counts.next() {
+            shown.append(count)
+            if count == 2 && shown.count > 1 || shown.count > 3 { break }
+        }
+        #expect(shown.last == 2 && !shown.dropLast().contains(2), "shown: \(shown)")
+    }
+
     @Test func aSettledConflictIsReportedAndTheServersOutcomeShown() async throws {
         let (report, store) = try await settleConcurrentQuantities(strategy: .serverWins)
         #expect(report.conflicts[cart]?.map(\.outcome) == [.serverWon])
