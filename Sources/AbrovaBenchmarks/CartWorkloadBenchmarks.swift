@@ -183,7 +183,7 @@ struct CartWorkloadBenchmarks {
                 ratio: baselineTotal / oursTotal, goal: "≥ 10× (speed)", isGoalMet: baselineTotal / oursTotal >= 10))
         report.add(
             BenchmarkRow(
-                name: "cart workload: push on device 1 alone (sync run: push, then pull of its own changes)",
+                name: "cart workload: push on device 1 alone (sync run: push, then a pull)",
                 figure: String(format: "%.0f ms", oursPush * 1e3),
                 baseline: String(format: "%.0f ms, %d requests", baselinePush * 1e3, count),
                 ratio: baselinePush / oursPush, goal: "reported (speed)", isGoalMet: nil))

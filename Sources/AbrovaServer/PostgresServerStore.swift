@@ -268,6 +268,12 @@ private enum Statements {
         SELECT d.collection, d.id, d.owner, d.version, d.state
         FROM abrova_documents d JOIN unnest($1, $2) AS k (collection, id) ON d.collection = k.collection AND d.id = k.id
         """, parameters: [.texts, .texts])
+    static let isUnchanged = PostgresStatement(
+        "is_unchanged",
+        """
+        SELECT (EXISTS (SELECT 1 FROM abrova_documents WHERE version > $1 AND version < $2)
+            OR (SELECT number FROM abrova_meta WHERE key = 'horizon') > $1)::int::bigint
+        """, parameters: [.integer, .integer])
     static let nextVersions = PostgresStatement(
         "next_versions", "SELECT nextval('abrova_versions') FROM generate_series(1, $1)",
         parameters: [.integer])
@@ -365,6 +371,12 @@ private final class PostgresServerTransaction: ServerTransaction {
             let taken = (0..<rows.count).map { Version(UInt64(bitPattern: rows.integer($0, 0))) }
             versions = (versions + taken).sorted(by: >)
         }
+    }
+
+    func isUnchanged(after: Version, before: Version) throws -> Bool {
+        let rows = try connection.run(
+            Statements.isUnchanged, [.integer(Int64(bitPattern: after.rawValue)), .integer(Int64(bitPattern: before.rawValue))])
+        return rows.integer(0, 0) == 0
     }
 
     func document(_ key: DocumentKey) throws -> StoredDocument? {

@@ -124,7 +124,8 @@ public struct SyncHTTPHandler: Sendable {
         case ("POST", ["v1", "push"]):
             let who = try authenticate(request)
             caller = who
-            return encoded(status: 200, body: try service.push(body: try decodedBody(of: request), caller: who), for: request)
+            let answer = try service.push(body: try decodedBody(of: request), caller: who, pullCursor: request.query["cursor"])
+            return encoded(status: 200, body: answer, for: request)
         case ("GET", ["v1", "pull"]):
             let who = try authenticate(request)
             caller = who

@@ -70,26 +70,32 @@ public final class SyncService: Sendable {
     ///
     /// - Throws: `Refusal`: `.invalid` or `.tooLarge` for a body that is not a valid push; the rest as
     ///   `push(_:caller:)`.
-    public func push(body: [UInt8], caller: Caller) throws(Refusal) -> [UInt8] {
+    public func push(body: [UInt8], caller: Caller, pullCursor: String? = nil) throws(Refusal) -> [UInt8] {
         let request = try PushRequest(body: body, limits: configuration.limits)
-        return try push(request, digest: SHA256.hash(body), caller: caller)
+        return try push(request, digest: SHA256.hash(body), caller: caller, pullCursor: pullCursor)
     }
 
     /// Applies a batch in one transaction together with its dedupe record and its answer, and
     /// returns the answer's body (a `PushResponse`). A retried batch gets the stored answer, byte
     /// for byte. The batch's body is taken to be its canonical JSON (`PushRequest.body`).
     ///
+    /// `pullCursor` is the device's pull cursor (`""`: it never pulled). When no document changed
+    /// between it and the batch, the answer carries the cursor after the batch, so that the device
+    /// need not pull its own changes back; a stored answer carries none. A cursor a pull would
+    /// refuse only goes without: it never refuses the push.
+    ///
     /// - Throws: `Refusal`: `.unauthenticated` without a user; `.staleBatch` for a batch number
     ///   below the client's last; `.reusedBatch` for the last number with a different body;
     ///   `.failed` or `.unavailable` when the store fails (nothing is applied then).
-    public func push(_ request: PushRequest, caller: Caller) throws(Refusal) -> [UInt8] {
-        try push(request, digest: SHA256.hash(request.body), caller: caller)
+    public func push(_ request: PushRequest, caller: Caller, pullCursor: String? = nil) throws(Refusal) -> [UInt8] {
+        try push(request, digest: SHA256.hash(request.body), caller: caller, pullCursor: pullCursor)
     }
 
-    private func push(_ request: PushRequest, digest: [UInt8], caller: Caller) throws(Refusal) -> [UInt8] {
+    private func push(_ request: PushRequest, digest: [UInt8], caller: Caller, pullCursor: String?) throws(Refusal) -> [UInt8] {
         guard let user = caller.userID else {
             throw Refusal(.unauthenticated, "pushing needs a signed-in user (Authorization: Bearer token)")
         }
+        let pulledUpTo = pullCursor.flatMap { cursor in try? cursors.version(of: cursor, caller: caller) }
         let batch = request.batch
         let now = configuration.clock()
         var applied = false
@@ -117,14 +123,20 @@ public final class SyncService: Sendable {
                 // in a batch more than once, and a later change must not take the earlier ones
                 // for changes it had not seen.
                 var ownVersions: [DocumentKey: Set<Version>] = [:]
+                var taken: ClosedRange<Version>?
+                // A change to a document the caller could not read is answered with less than a
+                // pull would bring once it can: its pull is not to be skipped.
+                var isAnswerWhole = true
                 for change in batch.changes {
-                    let result = try apply(
+                    let (result, version, isHidden) = try apply(
                         change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
                         ownVersions: ownVersions[change.key] ?? [], at: now, in: transaction)
                     if case .applied(let version, _, _) = result {
                         ownVersions[change.key, default: []].insert(version)
                         applied = true
                     }
+                    if let version { taken = taken.map { $0.lowerBound...version } ?? version...version }
+                    isAnswerWhole = isAnswerWhole && !isHidden
                     results.append(result)
                 }
                 let answer = PushResponse(results: results).body
@@ -132,7 +144,10 @@ public final class SyncService: Sendable {
                     ClientRecord(
                         clientID: batch.clientID, userID: user, sequence: batch.sequence,
                         digest: digest, answer: answer))
-                return answer
+                guard let pulledUpTo, let taken, isAnswerWhole,
+                    try transaction.isUnchanged(after: pulledUpTo, before: taken.lowerBound)
+                else { return answer }
+                return PushResponse.adding(cursor: cursors.cursor(for: taken.upperBound, caller: caller), to: answer)
             }
         }
         if let hook = configuration.afterPushCommit {
@@ -157,12 +172,17 @@ public final class SyncService: Sendable {
     /// the document as the server has it learns nothing of it: a change the rules refuse, or that
     /// cannot be applied to it, is answered as the same change to a missing document would be, and
     /// an applied change without state or conflicts (whose server values are the document's).
+    ///
+    /// Returns the answer, the version the change took (none when refused on its key alone), and
+    /// whether the caller could not read the document as it was.
     private func apply(
         _ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
         at now: Date, in transaction: any ServerTransaction
-    ) throws -> ChangeResult {
+    ) throws -> (result: ChangeResult, version: Version?, isHidden: Bool) {
         let rules = rules.rules(for: change.key.collection)
-        if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) { return .rejected(reason: .forbidden, message: refusal) }
+        if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) {
+            return (.rejected(reason: .forbidden, message: refusal), nil, false)
+        }
         let before = try transaction.document(change.key)
         let isHidden = before.map { !rules.allowsRead($0, by: caller) } ?? false
         // Every change takes a version, applied or not: versions are unique and follow commit
@@ -177,10 +197,10 @@ public final class SyncService: Sendable {
                 ownVersions: [], version: version)
             // Where the document is missing this change would create it; here the id is taken.
             // That much a guess at an id tells (Spec/security.md, "Not covered").
-            if verdict.write != nil { return .rejected(reason: .notFound, message: Self.missing(change.key)) }
+            if verdict.write != nil { return (.rejected(reason: .notFound, message: Self.missing(change.key)), version, isHidden) }
         }
         if let document = verdict.write { try transaction.saveDocument(document, at: now) }
-        return verdict.answer
+        return (verdict.answer, version, isHidden)
     }
 
     /// What a change does to a document, decided without the store: the answer, and the document

@@ -122,8 +122,14 @@ extension LocalStore {
     /// document rolls back to the confirmed state; under the manual strategy a conflicting change
     /// is dropped and its conflicts returned for the app's resolver.
     ///
+    /// The server's cursor after the batch (`cursor`) is taken with it when the device's cursor is
+    /// still the one the push sent and no resync is under way: the pull would bring only this
+    /// batch, which the answer settles.
+    ///
     /// - Throws: `StoreError` `.unexpectedAnswer` when the answer does not fit the batch in flight.
-    package func settle(batch sequence: Int64, results: [ChangeResult]) throws(StoreError) -> SettleReport {
+    package func settle(batch sequence: Int64, results: [ChangeResult], advancing cursor: CursorAdvance? = nil) throws(StoreError)
+        -> SettleReport
+    {
         try translatingErrors {
             guard let frozen = try inflightBatch(), frozen.batch.sequence == sequence else {
                 throw StoreError(.unexpectedAnswer, "batch \(sequence) is not the batch in flight")
@@ -152,7 +158,12 @@ extension LocalStore {
                     "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL FROM pending ORDER BY sequence", [], QueueRow.init
                 )
             let plan = try SettlePlan(answer: answer, pending: pending, memory: memory, newOrigin: Self.newOrigin)
-            try database.write { database in try apply(plan, in: database) }
+            try database.write { database in
+                try apply(plan, in: database)
+                if let cursor, !memory.isResyncing, try meta("cursor") == cursor.from {
+                    try setMeta("cursor", cursor.to, in: database)
+                }
+            }
             memory.settled(plan)
             notify(changed: Set(plan.documents.keys), rollbacks: answer.rollbacks)
             return plan.report

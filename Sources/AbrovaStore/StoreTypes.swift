@@ -328,3 +328,15 @@ package struct WriteReceipt: Sendable {
     package var row: Int64 { change.origin }
     package var part: Int { change.writes - 1 }
 }
+
+/// A pull cursor a push answer gave (`to`), for the device whose cursor was `from` when it pushed
+/// (`nil`: it had never pulled).
+package struct CursorAdvance: Hashable, Sendable {
+    package var from: String?
+    package var to: String
+
+    package init(from: String?, to: String) {
+        self.from = from
+        self.to = to
+    }
+}

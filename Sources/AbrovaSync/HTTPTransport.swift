@@ -96,12 +96,13 @@ package final class HTTPTransport: SyncTransport {
 
     // MARK: - The routes
 
-    /// `POST /v1/push`: sends `body` (a `PushRequest.body`) as it is, compressed when large.
+    /// `POST /v1/push`: sends `body` (a `PushRequest.body`) as it is, compressed when large, with
+    /// the device's pull cursor (`nil`: it never pulled).
     ///
     /// - Throws: `TransportFailure`; after `.unreachable` the push may have been applied all the
     ///   same, so it is retried with the same body (the server answers a retry from its record).
-    package func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
-        var request = try makeRequest(method: "POST", path: "/v1/push")
+    package func push(body: [UInt8], pullCursor: String?) async throws(TransportFailure) -> PushResponse {
+        var request = try makeRequest(method: "POST", path: "/v1/push", query: "cursor=" + Self.percentEncoded(pullCursor ?? ""))
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         // zstd only fails when memory runs out; the server takes the plain body as well.
         if body.count >= compressionThreshold, let compressed = try? Zstd.compress(body, level: compressionLevel) {

@@ -425,8 +425,12 @@ actor SyncRunner {
             let strategy = frozen.batch.changes.first?.strategy ?? configuration.conflictStrategy
             let body = PushRequest(batch: frozen.batch, strategy: strategy).body
             let answer: [ChangeResult]
+            let pullCursor = try await store.pullCursor()
+            var cursorAfter: CursorAdvance?
             do {
-                answer = try await transport.push(body: body).results
+                let response = try await transport.push(body: body, pullCursor: pullCursor)
+                answer = response.results
+                cursorAfter = response.cursor.map { CursorAdvance(from: pullCursor, to: $0) }
             } catch {
                 if case .unreachable = error, !configuration.offlineEnabled {
                     // Without offline persistence nothing waits in a batch: its writes fail (and are
@@ -450,15 +454,17 @@ actor SyncRunner {
                 }
             }
             markReachable()
-            try await settle(frozen.batch, rows: frozen.rows, answer: answer, into: &result, syncedCount: &syncedCount)
+            try await settle(
+                frozen.batch, rows: frozen.rows, answer: answer, cursor: cursorAfter, into: &result, syncedCount: &syncedCount)
         }
     }
 
     /// Settles one batch's answer and tells the app what became of each change.
-    private func settle(_ batch: Batch, rows: [Int64], answer: [ChangeResult], into result: inout RunResult, syncedCount: inout Int)
-        async throws
-    {
-        let report = try await store.settle(batch: batch.sequence, results: answer)
+    private func settle(
+        _ batch: Batch, rows: [Int64], answer: [ChangeResult], cursor: CursorAdvance?, into result: inout RunResult,
+        syncedCount: inout Int
+    ) async throws {
+        let report = try await store.settle(batch: batch.sequence, results: answer, advancing: cursor)
         runProgress.pushedChanges += batch.changes.count
         events.emit(.progress(runProgress))
         var newestRejections: [DocumentKey: (reason: Refusal.Reason, message: String)] = [:]

@@ -28,8 +28,8 @@ package enum TransportFailure: Error, Hashable, Sendable, CustomStringConvertibl
 /// may put a fault-injecting one in its place.
 package protocol SyncTransport: Sendable {
     /// `POST /v1/push` with a push body (`PushRequest.body`, sent as is: a retry must repeat the
-    /// bytes); the server's answer.
-    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse
+    /// bytes) and the device's pull cursor (`nil`: it never pulled); the server's answer.
+    func push(body: [UInt8], pullCursor: String?) async throws(TransportFailure) -> PushResponse
     /// `GET /v1/pull`: a page of the documents changed after `cursor` (`nil`: from the beginning).
     func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse
     /// `GET /v1/docs/{collection}/{id}`: the document, or `nil` when it does not exist (404).

@@ -64,21 +64,35 @@ public struct PushRequest: Hashable, Sendable {
     }
 }
 
-/// The server's answer to a push: one result per change, in the batch's order.
+/// The server's answer to a push: one result per change, in the batch's order, and the pull
+/// cursor the device may take when its own pull would bring nothing but this batch.
 public struct PushResponse: Hashable, Sendable {
     /// The results, one per change.
     public var results: [ChangeResult]
+    /// The cursor after this batch, given when the push named the device's pull cursor and no
+    /// document changed between it and the batch (Spec/protocol.md, "POST /v1/push"): a device
+    /// whose cursor is still the one it sent takes it, and does not pull its own changes back.
+    public var cursor: String?
 
     /// An answer holding `results`.
-    public init(results: [ChangeResult]) { self.results = results }
+    public init(results: [ChangeResult], cursor: String? = nil) {
+        self.results = results
+        self.cursor = cursor
+    }
 
-    /// The canonical JSON body: `{"results": [...]}` where a result is `{"status": "applied",
-    /// "version", "state"?, "conflicts"}` (no state for an uncontested change),
+    /// The canonical JSON body: `{"cursor"?, "results": [...]}` where a result is `{"status":
+    /// "applied", "version", "state"?, "conflicts"}` (no state for an uncontested change),
     /// `{"status": "conflict", "state", "conflicts"}` or `{"status": "rejected", "statusCode",
     /// "message"}`.
     public var body: [UInt8] {
         var bytes: [UInt8] = []
-        bytes.append(contentsOf: #"{"results":["#.utf8)
+        bytes.append(UInt8(ascii: "{"))
+        if let cursor {
+            bytes.append(contentsOf: #""cursor":"#.utf8)
+            Value.string(cursor).writeCanonicalJSON(to: &bytes)
+            bytes.append(UInt8(ascii: ","))
+        }
+        bytes.append(contentsOf: #""results":["#.utf8)
         for (index, result) in results.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             // Keys in canonical order: conflicts, message, state, status, statusCode, version.
@@ -108,14 +122,32 @@ public struct PushResponse: Hashable, Sendable {
         return bytes
     }
 
+    /// `body` of an answer with `cursor` added, made from the body of the same answer without
+    /// one (as stored for a retry) rather than by writing the results again.
+    public static func adding(cursor: String, to body: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = Array(#"{"cursor":"#.utf8)
+        Value.string(cursor).writeCanonicalJSON(to: &bytes)
+        bytes.append(UInt8(ascii: ","))
+        bytes.append(contentsOf: body.dropFirst())
+        return bytes
+    }
+
     /// The most common answer read in one pass, without a `Value` tree: every result uncontested
     /// and without conflicts, exactly as `body` writes it (`{"conflicts":[],"status":"applied",
     /// "version":n}`). `nil` for anything else, which the tree reading then accepts or refuses as
     /// before.
-    static func readUncontested(_ bytes: [UInt8]) -> [ChangeResult]? {
+    static func readUncontested(_ bytes: [UInt8]) -> PushResponse? {
         var reader = JSONReader(bytes: bytes, maximumDepth: ValueLimits.maximumEncodedDepth)
         do {
-            guard try reader.beginObject(), try reader.nextKey() == "results", try reader.beginArray() else { return nil }
+            guard try reader.beginObject() else { return nil }
+            var key = try reader.nextKey()
+            var cursor: String?
+            if key == "cursor" {
+                guard case .string(let text) = try reader.readValue() else { return nil }
+                cursor = text
+                key = try reader.nextKey()
+            }
+            guard key == "results", try reader.beginArray() else { return nil }
             var results: [ChangeResult] = []
             while try reader.nextElement() {
                 guard try reader.beginObject(), try reader.nextKey() == "conflicts", try reader.beginArray(), !(try reader.nextElement()),
@@ -127,7 +159,7 @@ public struct PushResponse: Hashable, Sendable {
             }
             guard try reader.nextKey() == nil else { return nil }
             try reader.finish()
-            return results
+            return PushResponse(results: results, cursor: cursor)
         } catch {
             return nil
         }
@@ -138,15 +170,21 @@ public struct PushResponse: Hashable, Sendable {
     /// - Throws: `Refusal` `.invalid` when the body is not one.
     public init(body: some Collection<UInt8>) throws(Refusal) {
         if let uncontested = Self.readUncontested(Array(body)) {
-            results = uncontested
+            self = uncontested
         } else {
-            results = try Self.readResults(body)
+            self = try Self.readResults(body)
         }
     }
 
-    /// Reads the results through a `Value` tree: any answer, with the refusals of the protocol.
-    static func readResults(_ body: some Collection<UInt8>) throws(Refusal) -> [ChangeResult] {
-        let parts = try fields(of: try parse(body), allowed: ["results"], in: "the push answer")
+    /// Reads the answer through a `Value` tree: any answer, with the refusals of the protocol.
+    static func readResults(_ body: some Collection<UInt8>) throws(Refusal) -> PushResponse {
+        let parts = try fields(of: try parse(body), allowed: ["cursor", "results"], in: "the push answer")
+        let cursor: String?
+        switch parts["cursor"] {
+        case nil: cursor = nil
+        case .string(let text)?: cursor = text
+        default: throw Refusal.invalid("cursor must be a string")
+        }
         guard case .array(let items)? = parts["results"] else { throw Refusal.invalid("results must be an array") }
         var results: [ChangeResult] = []
         for (index, item) in items.enumerated() {
@@ -176,7 +214,7 @@ public struct PushResponse: Hashable, Sendable {
                 throw Refusal.invalid("\(context).status \"\(other)\" is not applied, conflict or rejected")
             }
         }
-        return results
+        return PushResponse(results: results, cursor: cursor)
     }
 }
 

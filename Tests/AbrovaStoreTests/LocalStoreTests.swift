@@ -623,6 +623,31 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await iterator.next()?.isEmpty == true)
     }
 
+    /// The cursor a push answer gives is taken only by a device whose cursor is still the one the
+    /// push sent, and not while a resync is under way (its cursor is the resync's own).
+    @Test func aPushAnswersCursorIsTakenOnlyFromTheCursorItWasGivenFor() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try await store.applyPulledPage([], cursor: "at-1")
+        for (advance, expected) in [
+            (CursorAdvance(from: "at-0", to: "after-a"), "at-1"), (CursorAdvance(from: nil, to: "after-b"), "at-1"),
+            (CursorAdvance(from: "at-1", to: "after-c"), "after-c"),
+        ] {
+            try await store.setData(["n": 1], for: cart)
+            let frozen = try #require(try await store.freezeBatch())
+            _ = try await store.settle(
+                batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge), advancing: advance)
+            #expect(try await store.pullCursor() == expected, "from \(String(describing: advance.from))")
+        }
+        try await store.beginResync()
+        try await store.setData(["n": 2], for: cart)
+        let frozen = try #require(try await store.freezeBatch())
+        _ = try await store.settle(
+            batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge), advancing: CursorAdvance(from: nil, to: "x")
+        )
+        #expect(try await store.pullCursor() == nil, "a resync pulls everything")
+    }
+
     @Test func theUnsentWriteCountIsLive() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var counts = await store.unsentWriteCounts().makeAsyncIterator()

@@ -33,10 +33,10 @@ final class CuttableTransport: SyncTransport {
     }
     private let hidesLimits = SharedFlag()
 
-    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
+    func push(body: [UInt8], pullCursor: String?) async throws(TransportFailure) -> PushResponse {
         if isCut { throw .unreachable("the test cut the network") }
         pushes.increment()
-        return try await inner.push(body: body)
+        return try await inner.push(body: body, pullCursor: pullCursor)
     }
 
     func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
@@ -78,9 +78,9 @@ final class SlowTransport: SyncTransport {
         self.pullDelay = pullDelay
     }
 
-    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse {
+    func push(body: [UInt8], pullCursor: String?) async throws(TransportFailure) -> PushResponse {
         try? await Task.sleep(for: pushDelay)
-        return try await inner.push(body: body)
+        return try await inner.push(body: body, pullCursor: pullCursor)
     }
 
     func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
@@ -103,7 +103,9 @@ final class PullCountingTransport: SyncTransport {
 
     init(_ inner: SlowTransport) { self.inner = inner }
 
-    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse { try await inner.push(body: body) }
+    func push(body: [UInt8], pullCursor: String?) async throws(TransportFailure) -> PushResponse {
+        try await inner.push(body: body, pullCursor: pullCursor)
+    }
 
     func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
         begun.increment()
@@ -214,4 +216,9 @@ final class ShownSnapshots: Sendable {
     var latest: [String: Value] {
         Dictionary(uniqueKeysWithValues: (all.last ?? []).compactMap { snapshot in snapshot.data.map { (snapshot.key.id, $0) } })
     }
+}
+
+extension SyncTransport {
+    /// A push as a device that never pulled sends it.
+    func push(body: [UInt8]) async throws(TransportFailure) -> PushResponse { try await push(body: body, pullCursor: nil) }
 }

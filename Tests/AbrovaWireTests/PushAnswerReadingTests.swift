@@ -21,7 +21,7 @@ import Testing
             default: results.append(.applied(version: version, state: nil, conflicts: []))
             }
         }
-        return PushResponse(results: results)
+        return PushResponse(results: results, cursor: choices.below(3) == 0 ? "c1.AAAAAAAAAAE" : nil)
     }
 
     @Test func bothReadingsAgree() async {
@@ -56,11 +56,14 @@ import Testing
         #"{"results":[],"x":1}"#,
         #" { "results" : [ { "conflicts" : [ ] , "status" : "applied" , "version" : 7 } ] } "#,
         #"{"results":[]}"#,
+        #"{"cursor":"c1.x","results":[{"conflicts":[],"status":"applied","version":1}]}"#,
+        #"{"cursor":7,"results":[]}"#,
+        #"{"results":[],"cursor":"c1.x"}"#,
         #"[]"#,
     ])
     func edgeCasesAgree(text: String) {
         let bytes = Array(text.utf8)
         let read = Result { () throws(Refusal) in try PushResponse(body: bytes) }
-        #expect(read == Result { () throws(Refusal) in try PushResponse(results: PushResponse.readResults(bytes)) })
+        #expect(read == Result { () throws(Refusal) in try PushResponse.readResults(bytes) })
     }
 }
