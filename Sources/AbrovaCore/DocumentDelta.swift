@@ -140,6 +140,17 @@ public struct DocumentDelta: Hashable, Sendable {
         return earliest ?? .zero
     }
 
+    /// The latest base of any part (`Version.zero` for an empty change).
+    public var latestBase: Version {
+        var latest = create ?? .zero
+        if let delete { latest = max(latest, delete) }
+        for base in removals.values { latest = max(latest, base) }
+        for base in fieldRemovals.values { latest = max(latest, base) }
+        for assignment in assignments.values { latest = max(latest, assignment.base) }
+        for change in setChanges.values { latest = max(latest, change.base) }
+        return latest
+    }
+
     /// The earliest base of the field parts, or `nil` when there are none. (Asked for every pushed
     /// change, so it makes no arrays.)
     var earliestFieldBase: Version? {

@@ -41,13 +41,14 @@ extension LocalStore {
         for (position, frozen) in plan.changes.enumerated() {
             try database.run(
                 """
-                INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written, origin)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written, origin, alone)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .integer(Int64(position)), .text(frozen.change.key.collection), .text(frozen.change.key.id),
                     .blob(frozen.encoded), .integer(Int64(frozen.change.writes)), SQLiteValue(frozen.view),
                     SQLiteValue(frozen.parts), .integer(frozen.isAsWritten ? 1 : 0), .integer(frozen.origin),
+                    .integer(frozen.isAlone ? 1 : 0),
                 ])
         }
         if memory.heldDocuments.isEmpty, let last = plan.takenRows.last {
@@ -100,13 +101,13 @@ extension LocalStore {
                 for (offset, row) in rows.enumerated() {
                     try database.run(
                         """
-                        INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written, origin)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written, origin, alone)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                         [
                             .integer(start + Int64(offset)), .text(row.key.collection), .text(row.key.id), .blob(row.delta),
                             .integer(Int64(row.writes)), SQLiteValue(row.view), SQLiteValue(row.parts), .integer(row.isAsWritten ? 1 : 0),
-                            row.origin.map(SQLiteValue.integer) ?? .null,
+                            row.origin.map(SQLiteValue.integer) ?? .null, .integer(row.isAlone ? 1 : 0),
                         ])
                 }
                 try database.run("DELETE FROM inflight")
@@ -186,7 +187,7 @@ extension LocalStore {
         for (key, state) in plan.answer.confirmed { try saveConfirmed(state, for: key, in: database) }
         for row in plan.resentRows {
             try database.run(
-                "INSERT INTO pending (sequence, collection, id, delta, writes, as_written, origin) VALUES (?, ?, ?, ?, 1, ?, ?)",
+                "INSERT INTO pending (sequence, collection, id, delta, writes, as_written, origin, alone) VALUES (?, ?, ?, ?, 1, ?, ?, 1)",
                 [
                     .integer(row.sequence), .text(row.key.collection), .text(row.key.id), .blob(row.delta),
                     .integer(row.isAsWritten ? 1 : 0),

@@ -13,6 +13,7 @@ struct FreezePlan: Equatable {
         var parts: [UInt8]?
         var isAsWritten: Bool
         var origin: Int64
+        var isAlone = false
         /// On the document's last kept change of the batch, the view after the batch's last change
         /// of it (only the newest change of a document keeps a view); `nil` on the others.
         var view: String?
@@ -29,6 +30,13 @@ struct FreezePlan: Equatable {
     /// The batch and its encoded body, the bytes every retry sends.
     let batch: Batch
     let body: [UInt8]
+
+    /// Whether the queued change `delta` of `row` may compose into `earlier`, its document's
+    /// open change of the batch (see `init`).
+    private static func composes(_ delta: DocumentDelta, of row: QueueRow, into earlier: BatchChange) -> Bool {
+        row.composes && earlier.writes + row.writes <= LocalStore.maximumComposedWrites
+            && delta.latestBase <= earlier.delta.earliestBase
+    }
 
     /// The batch as it stays in flight; `nil` when every change taken was cancelled.
     var frozenBatch: FrozenBatch? {
@@ -58,6 +66,15 @@ struct FreezePlan: Equatable {
     /// Plans the batch `sequence` of `rows` (`rowsFitting`), whose changes are `deltas`;
     /// `confirmed` holds the confirmed states of `documentsPruned`. Each change is frozen with the
     /// strategy `strategyOf` gives its document, unless it is saved as written.
+    ///
+    /// A document's queued changes compose into its first change of the batch: the server applies
+    /// a batch in one transaction, so the order across documents inside it is not observable, and
+    /// each thing is sent once. They stay apart where composing would change what the server
+    /// does: a change saved as written (its call waits for its own answer, and its policy is not
+    /// theirs), and every later change of the document after it; a change on a newer base than
+    /// the earliest of the one it would join (made after a pull: composed, it would take the older
+    /// base and meet the change it had seen as a conflict); and past the 64 writes a change keeps
+    /// one by one for a refusal (`LocalStore.maximumComposedWrites`).
     init(
         rows: ArraySlice<QueueRow>, deltas: [DocumentDelta], confirmed: [DocumentKey: DocumentState], clientID: String, sequence: Int64,
         strategyOf: (DocumentKey) -> ConflictStrategy?
@@ -69,6 +86,10 @@ struct FreezePlan: Equatable {
         var observed: [DocumentKey: DocumentState] = [:]
         // The view after the batch's last change of each document, cancelled or not.
         var lastViews: [DocumentKey: String?] = [:]
+        // The change (its position) each document's later queued changes may still compose into,
+        // and the writes of each change that composed others, one by one.
+        var openChanges: [DocumentKey: Int] = [:]
+        var composedParts: [Int: [UInt8]] = [:]
         for (row, delta) in zip(rows, deltas) {
             var pruned = delta
             var isPruned = false
@@ -88,16 +109,32 @@ struct FreezePlan: Equatable {
             lastViews[row.key] = .some(row.view)
             if pruned.isEmpty {
                 cancelled[row.key, default: 0] += row.writes
+            } else if let position = openChanges[row.key],
+                Self.composes(pruned, of: row, into: changes[position].change)
+            {
+                var earlier = changes[position]
+                let rowParts = row.parts ?? LocalStore.PendingChange.parts(holding: row.delta)
+                let earlierParts =
+                    composedParts[position] ?? earlier.parts ?? LocalStore.PendingChange.parts(holding: earlier.encoded)
+                composedParts[position] = earlierParts.dropLast() + [UInt8(ascii: ",")] + rowParts.dropFirst()
+                earlier.change.delta.compose(with: pruned)
+                earlier.change.writes += row.writes
+                changes[position] = earlier
             } else {
                 // Saved as written is what clientWins does to a change: each field it writes takes
                 // its value, a delete deletes (Spec/conflicts.md, "Online writes").
                 let strategy = row.isAsWritten ? .clientWins : strategyOf(row.key)
+                openChanges[row.key] = row.composes ? changes.count : nil
                 changes.append(
                     FrozenChange(
                         change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy),
                         encoded: isPruned ? LocalStore.encode(pruned) : row.delta, parts: row.parts,
-                        isAsWritten: row.isAsWritten, origin: row.origin ?? 0, view: nil))
+                        isAsWritten: row.isAsWritten, origin: row.origin ?? 0, isAlone: row.isAlone, view: nil))
             }
+        }
+        for (position, parts) in composedParts {
+            changes[position].parts = parts
+            changes[position].encoded = LocalStore.encode(changes[position].change.delta)
         }
         var lastPositions: [DocumentKey: Int] = [:]
         for (position, frozen) in changes.enumerated() { lastPositions[frozen.change.key] = position }

@@ -70,12 +70,12 @@ package actor LocalStore {
             }
             ownerAtOpen = owner
             let tail = try database.queryFirst(
-                "SELECT sequence, collection, id, delta, writes, parts, as_written, origin FROM pending ORDER BY sequence DESC LIMIT 1"
+                "SELECT sequence, collection, id, delta, writes, parts, as_written, origin, alone FROM pending ORDER BY sequence DESC LIMIT 1"
             ) { row in
                 PendingChange(
                     sequence: row.integer(0), key: DocumentKey(collection: row.text(1) ?? "", id: row.text(2) ?? ""),
                     delta: try Self.decodeDelta(row.blob(3)), writes: Int(row.integer(4)), parts: row.blob(5),
-                    isAsWritten: row.integer(6) != 0, origin: row.integer(7))
+                    isAsWritten: row.integer(6) != 0, origin: row.integer(7), isAlone: row.integer(8) != 0)
             }
             memory = StoreMemory(
                 unsentRows: unsentRows, tail: tail, nextBatch: (storedNextBatch ?? nil) ?? 1, heldDocuments: heldDocuments,
@@ -225,7 +225,7 @@ package actor LocalStore {
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
             try alongside?(database)
-            if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable,
+            if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, !tail.isAlone,
                 tail.writes < Self.maximumComposedWrites
             {
                 tail.parts = PendingChange.appending(
@@ -410,6 +410,8 @@ package actor LocalStore {
         var isAsWritten = false
         /// The change's own id (`origin`; 0 for one stored before schema 5).
         var origin: Int64 = 0
+        /// Whether it is a write sent again by itself after a refusal, never to compose again.
+        var isAlone = false
 
         /// Whether a refusal of the change can be sent again write by write.
         var isSplittable: Bool { writes == 1 || parts != nil }

@@ -18,11 +18,18 @@ struct QueueRow: Equatable {
     var isAsWritten: Bool
     /// The change's own id; `nil` for a change stored before schema 5.
     var origin: Int64?
+    /// Whether it is a write sent again by itself after a refusal, never to compose again.
+    var isAlone: Bool
+
+    /// Whether a refusal of the change can be sent again write by write.
+    var isSplittable: Bool { writes == 1 || parts != nil }
+    /// Whether later changes of its document may compose into it, or it into an earlier one.
+    var composes: Bool { !isAsWritten && !isAlone && isSplittable }
 
     /// The columns `init(_:)` reads, in its order, from `pending`.
-    static let pendingColumns = "sequence, collection, id, delta, writes, view, parts, as_written, origin"
+    static let pendingColumns = "sequence, collection, id, delta, writes, view, parts, as_written, origin, alone"
     /// The columns `init(_:)` reads, in its order, from `inflight`.
-    static let inflightColumns = "position, collection, id, delta, writes, view, parts, as_written, origin"
+    static let inflightColumns = "position, collection, id, delta, writes, view, parts, as_written, origin, alone"
 
     /// A row selected with `pendingColumns` or `inflightColumns`.
     init(_ row: Row) {
@@ -34,12 +41,12 @@ struct QueueRow: Equatable {
         parts = row.blob(6)
         isAsWritten = row.integer(7) != 0
         origin = row.isNull(8) ? nil : row.integer(8)
+        isAlone = row.integer(9) != 0
     }
 
     init(
         sequence: Int64, key: DocumentKey, delta: [UInt8], writes: Int, view: String? = nil, parts: [UInt8]? = nil,
-        isAsWritten: Bool = false,
-        origin: Int64? = nil
+        isAsWritten: Bool = false, origin: Int64? = nil, isAlone: Bool = false
     ) {
         self.sequence = sequence
         self.key = key
@@ -49,5 +56,6 @@ struct QueueRow: Equatable {
         self.parts = parts
         self.isAsWritten = isAsWritten
         self.origin = origin
+        self.isAlone = isAlone
     }
 }

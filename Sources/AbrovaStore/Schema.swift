@@ -4,7 +4,7 @@ import AbrovaSQLite
 /// each migration takes a file from one version to the next, in its own transaction.
 enum Schema {
     /// The version this code writes.
-    static let currentVersion = 5
+    static let currentVersion = 6
 
     /// Migration `i` takes a file from version `i` to version `i + 1`.
     static let migrations: [String] = [
@@ -75,6 +75,12 @@ enum Schema {
         ALTER TABLE inflight ADD COLUMN as_written INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE pending ADD COLUMN origin INTEGER;
         ALTER TABLE inflight ADD COLUMN origin INTEGER;
+        """,
+        // 5 -> 6: a write sent again by itself after the server refused the change that held it
+        // (`alone`): it never composes with another again, or the same refusal would come back.
+        """
+        ALTER TABLE pending ADD COLUMN alone INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE inflight ADD COLUMN alone INTEGER NOT NULL DEFAULT 0;
         """,
     ]
 

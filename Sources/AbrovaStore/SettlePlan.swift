@@ -58,7 +58,7 @@ struct SettlePlan {
                 resentRows.append(
                     QueueRow(
                         sequence: nextResent, key: change.key, delta: LocalStore.encode(part), writes: 1,
-                        isAsWritten: change.isAsWritten, origin: origin))
+                        isAsWritten: change.isAsWritten, origin: origin, isAlone: true))
                 newRows.append(origin)
                 nextResent += 1
             }

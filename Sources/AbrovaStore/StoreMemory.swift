@@ -90,7 +90,7 @@ struct StoreMemory {
             tail = receipt.before.map {
                 LocalStore.PendingChange(
                     sequence: sequence, key: key, delta: $0.delta, writes: $0.writes, parts: $0.parts,
-                    isAsWritten: $0.isAsWritten, origin: $0.origin)
+                    isAsWritten: $0.isAsWritten, origin: $0.origin, isAlone: $0.isAlone)
             }
         }
         cache[key] = nil

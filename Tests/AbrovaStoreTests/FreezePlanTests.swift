@@ -24,7 +24,8 @@ import Testing
                 4, cart, try DocumentDelta.create(["qty": 1], base: .zero), writes: 3, view: #"{"qty":1}"#,
                 parts: [try DocumentDelta.create(["qty": 0], base: .zero)]),
             PlanFixtures.row(5, list, try DocumentDelta.create(["name": "a"], base: .zero), view: #"{"name":"a"}"#),
-            PlanFixtures.row(6, cart, try DocumentDelta.update(set: [path("qty"): 2], base: .zero), view: #"{"qty":2}"#),
+            // Made after a pull (a newer base): it does not compose with the first.
+            PlanFixtures.row(6, cart, try DocumentDelta.update(set: [path("qty"): 2], base: Version(3)), view: #"{"qty":2}"#),
         ]
         let plan = try PlanFixtures.freeze(rows)
         #expect(plan.changes.map(\.change.key) == [cart, list, cart])
@@ -72,7 +73,7 @@ import Testing
                 PlanFixtures.row(1, cart, add), PlanFixtures.row(2, list, try DocumentDelta.create(["n": 1], base: .zero)),
                 PlanFixtures.row(3, cart, remove),
             ], confirmed: [cart: confirmed])
-        let sent = try #require(plan.changes.last)
+        let sent = try #require(plan.changes.first { $0.change.key == cart })
         #expect(sent.change.delta.setChanges[path("items")]?.removes == ["eggs"], "tea was never there")
         #expect(sent.encoded == LocalStore.encode(sent.change.delta))
         #expect(plan.cancelledWrites.isEmpty)
@@ -99,5 +100,59 @@ import Testing
         #expect(memory.unsent[list]?.writes == 1 && memory.unsentWriteCount == 1)
         #expect(memory.inflight == plan.frozenBatch && memory.nextBatch == 2)
         #expect(memory.invariantViolations() == [])
+    }
+
+    /// Within a batch the order across documents is not observable (it is applied in one
+    /// transaction): a document's changes compose into its first, which keeps each write.
+    @Test func aDocumentsChangesInABatchComposeIntoOneThatKeepsEachWrite() throws {
+        let first = try DocumentDelta.create(["qty": 1], base: .zero)
+        let second = try DocumentDelta.update(set: [path("qty"): 2], base: .zero)
+        let third = try DocumentDelta.update(setAdd: [path("items"): ["milk"]], base: .zero)
+        let rows = [
+            PlanFixtures.row(1, cart, first, view: #"{"qty":1}"#),
+            PlanFixtures.row(2, list, try DocumentDelta.create(["name": "a"], base: .zero), view: #"{"name":"a"}"#),
+            PlanFixtures.row(
+                3, cart, DocumentDelta.compose(second, third), writes: 2, view: #"{"items":["milk"],"qty":2}"#, parts: [second, third]),
+        ]
+        let plan = try PlanFixtures.freeze(rows)
+        #expect(plan.changes.map(\.change.key) == [cart, list])
+        #expect(plan.changes.map(\.change.writes) == [3, 1])
+        #expect(plan.changes.map(\.origin) == [101, 102], "the first change's id")
+        #expect(plan.changes.map(\.view) == [#"{"items":["milk"],"qty":2}"#, #"{"name":"a"}"#])
+        let composed = plan.changes[0]
+        #expect(composed.change.delta == DocumentDelta.compose(DocumentDelta.compose(first, second), third))
+        #expect(composed.encoded == LocalStore.encode(composed.change.delta))
+        #expect(try composed.parts.map(LocalStore.decodeParts) == [first, second, third], "each write, for a refusal")
+        #expect(plan.takenRows == [1, 2, 3] && plan.cancelledWrites.isEmpty)
+        #expect(plan.frozenBatch?.rows == [101, 102])
+    }
+
+    /// An online write is sent as written and answered to its call by its own change: it composes
+    /// with nothing, and a later queued write does not compose past it.
+    @Test func aChangeSavedAsWrittenNeitherComposesNorIsComposedPast() throws {
+        let rows = [
+            PlanFixtures.row(1, cart, try DocumentDelta.create(["qty": 1], base: .zero)),
+            PlanFixtures.row(2, cart, try DocumentDelta.update(set: [path("qty"): 2], base: .zero), isAsWritten: true),
+            PlanFixtures.row(3, cart, try DocumentDelta.update(set: [path("qty"): 3], base: .zero)),
+        ]
+        let plan = try PlanFixtures.freeze(rows)
+        #expect(plan.changes.map(\.isAsWritten) == [false, true, false])
+        #expect(plan.changes.map(\.origin) == [101, 102, 103])
+    }
+
+    /// A composed change keeps each part's earliest base: a write made after a pull (on a newer
+    /// base) would take the older one and meet, as a conflict, the change it had seen.
+    @Test func aChangeOnANewerBaseOrPastTheWriteLimitStaysApart() throws {
+        let rows = [
+            PlanFixtures.row(1, cart, try DocumentDelta.create(["qty": 1], base: .zero)),
+            PlanFixtures.row(2, cart, try DocumentDelta.update(set: [path("qty"): 2], base: Version(7))),
+        ]
+        #expect(try PlanFixtures.freeze(rows).changes.count == 2)
+        let many = try (0..<40).map { try DocumentDelta.update(set: [path("qty"): .int(Int64($0))], base: .zero) }
+        let full = [
+            PlanFixtures.row(1, cart, many.dropFirst().reduce(many[0], DocumentDelta.compose), writes: 40, parts: many),
+            PlanFixtures.row(2, cart, many.dropFirst().reduce(many[0], DocumentDelta.compose), writes: 40, parts: many),
+        ]
+        #expect(try PlanFixtures.freeze(full).changes.map(\.change.writes) == [40, 40], "64 writes at most")
     }
 }

@@ -123,16 +123,15 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         try await store.updateData(for: cart, setRemove: [path("items"): ["eggs"]]) // a second change of the cart
         #expect(try await store.document(cart).data == ["items": ["milk"]])
         let frozen = try #require(try await store.freezeBatch())
-        #expect(frozen.batch.changes.map(\.key) == [cart, other, cart])
-        #expect(frozen.batch.changes.last?.delta.setChanges[path("items")]?.removes == ["eggs"])
+        #expect(frozen.batch.changes.map(\.key) == [cart, other], "the cart's second change composes into its first")
         _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
         #expect(server.documents[cart]?.document == ["items": ["milk"]], "the device removed eggs after adding them")
         #expect(try await store.document(cart).data == ["items": ["milk"]])
     }
 
-    /// A cart written many times among other documents: after its first change, the server judges
-    /// each later one uncontested (rebased past the batch's earlier ones) and sends no state; the
-    /// store rebases each the same way and ends with the server's state, sets, removals and all.
+    /// A cart written many times among other documents: its changes compose into one, which the
+    /// server judges uncontested and answers with no state; the store ends with the server's
+    /// state, sets, removals and all.
     @Test func aDocumentWrittenManyTimesInOneBatchSettlesToTheServersStateWithoutStates() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var server = InMemoryServer()
@@ -149,7 +148,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         try await store.setData(["n": "last"], for: other)
         try await store.updateData(for: cart, remove: [path("qty.eggs")], setRemove: [path("items"): ["eggs"]])
         let frozen = try #require(try await store.freezeBatch())
-        #expect(frozen.batch.changes.filter { $0.key == cart }.count == 5)
+        #expect(frozen.batch.changes.map(\.key) == [cart, other])
+        #expect(frozen.batch.changes.first?.writes == 5)
         let answer = server.push(frozen.batch, strategy: .merge)
         #expect(answer.allSatisfy { if case .applied(_, nil, []) = $0 { true } else { false } }, "every change is uncontested: \(answer)")
         _ = try await store.settle(batch: frozen.batch.sequence, results: answer)
@@ -159,13 +159,19 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(try await store.document(cart).data == server.documents[cart]?.document)
     }
 
-    @Test func writesToSeveralDocumentsKeepTheirOrder() async throws {
+    /// The server applies a batch in one transaction, so the order across its documents is not
+    /// observable: each document is sent once, where its first write came.
+    @Test func aDocumentsWritesInOneBatchComposeWhereItsFirstCame() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         try await store.setData(["grant": true], for: list)
         try await store.setData(["owner": "ana"], for: cart)
         try await store.updateData(for: list, set: [path("grant"): false])
         let frozen = try #require(try await store.freezeBatch())
-        #expect(frozen.batch.changes.map(\.key) == [list, cart, list])
+        #expect(frozen.batch.changes.map(\.key) == [list, cart])
+        var server = InMemoryServer()
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(server.documents[list]?.document == ["grant": false])
+        #expect(await store.unsentWriteCount == 0)
     }
 
     @Test func aLongQueueGoesInBatchesOfAtMostTheLimitInOrder() async throws {
@@ -260,9 +266,9 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
         try await store.updateData(for: cart, set: [path("x"): 1]) // A
         try await store.setData(["n": 1], for: other) // B
-        try await store.updateData(for: cart, set: [path("y"): 1]) // A again: a second change
+        try await store.updateData(for: cart, set: [path("y"): 1]) // A again: composed into its first change
         let frozen = try #require(try await store.freezeBatch())
-        #expect(frozen.batch.changes.count == 3)
+        #expect(frozen.batch.changes.map(\.writes) == [2, 1])
         try await store.updateData(for: cart, set: [path("x"): 2]) // pending, based on what A's first change saw
         _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .serverWins))
         let next = try #require(try await store.freezeBatch())
@@ -308,6 +314,32 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         let next = try #require(try await store.freezeBatch())
         _ = try await store.settle(batch: next.batch.sequence, results: server.push(next.batch, strategy: .merge))
         #expect(server.documents[cart]?.document == ["price": 5, "name": "oat milk"])
+    }
+
+    /// A refused change goes back write by write; composed again (at freeze, or with a new write
+    /// after a reopen) the same refusal would come back for ever.
+    @Test func writesSentAgainAfterARefusalNeverComposeAgainEvenAfterAReopen() async throws {
+        let file = folder.path("store.sqlite")
+        var server = InMemoryServer(refuse: { _, delta in delta.assignments[path("price")] != nil ? (.forbidden, "no") : nil })
+        do {
+            let store = try LocalStore(path: file)
+            try await store.setData(["name": "milk"], for: cart)
+            try await store.updateData(for: cart, set: [path("price"): 1])
+            let frozen = try #require(try await store.freezeBatch())
+            #expect(frozen.batch.changes.map(\.writes) == [2])
+            let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+            #expect(report.rejections.isEmpty && server.documents[cart] == nil)
+            await store.close()
+        }
+        let store = try LocalStore(path: file)
+        try await store.updateData(for: cart, set: [path("qty"): 2])
+        let alone = try #require(try await store.freezeBatch())
+        #expect(alone.batch.changes.map(\.writes) == [1, 1, 1])
+        let report = try await store.settle(batch: alone.batch.sequence, results: server.push(alone.batch, strategy: .merge))
+        #expect(report.rejections.map(\.key) == [cart])
+        #expect(server.documents[cart]?.document == ["name": "milk", "qty": 2])
+        #expect(try await store.document(cart).data == ["name": "milk", "qty": 2])
+        #expect(await store.unsentWriteCount == 0)
     }
 
     @Test func aRefusedUpdateShowsTheServersDocumentAgain() async throws {
@@ -431,7 +463,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         _ = try await store.write(.update(set: [path("seen"): true], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
         #expect(try await store.resolveConflict(cart, with: .set(["qty": 5]), seenVersion: seen))
         let sent = try #require(try await store.freezeBatch(strategyOf: { _ in .manual }))
-        #expect(sent.batch.changes.filter { $0.key == cart }.map(\.strategy) == [.manual, .manual])
+        // As written, the later one would stay apart under clientWins; under the strategy it composes.
+        #expect(sent.batch.changes.filter { $0.key == cart }.map(\.strategy) == [.manual])
         #expect(sent.batch.changes.filter { $0.key == other }.map(\.strategy) == [.clientWins], "another document's stays as written")
     }
 
@@ -774,7 +807,7 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             #expect(store.clientID == "old-client")
             #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 1])
         }
-        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == 5)
+        #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == Int64(Schema.currentVersion))
     }
 
     @Test func theStricterDurabilityCanBeChosen() async throws {

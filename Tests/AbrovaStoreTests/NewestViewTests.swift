@@ -59,7 +59,7 @@ import Testing
             var server = try await serverWithCarts(pulledInto: store) { _, delta in
                 delta.assignments[path("price")] != nil ? (.forbidden, "the price is the shop's") : nil
             }
-            // Interleaved, so that each write is its own change: c1 qty, c2 n, c1 price (refused), c2 n, c1 note.
+            // Interleaved, so that each write is its own pending change: c1 qty, c2 n, c1 price (refused), c2 n, c1 note.
             try await store.updateData(for: cart, set: [path("qty"): 2])
             try await store.updateData(for: other, set: [path("n"): 1])
             try await store.updateData(for: cart, set: [path("price"): 1])
@@ -70,9 +70,14 @@ import Testing
             _ = await cartChanges.next()
             _ = await queryChanges.next()
 
+            // The batch composes the cart's two into one; refused, it goes back write by write.
             let frozen = try #require(try await store.freezeBatch(maximumChanges: 3))
-            #expect(frozen.batch.changes.map(\.key) == [cart, other, cart])
-            let report = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+            #expect(frozen.batch.changes.map(\.key) == [cart, other])
+            let composed = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+            #expect(composed.rejections.isEmpty)
+            let alone = try #require(try await store.freezeBatch(maximumChanges: 2))
+            #expect(alone.batch.changes.map(\.key) == [cart, cart], "each write alone, never composed again")
+            let report = try await store.settle(batch: alone.batch.sequence, results: server.push(alone.batch, strategy: .merge))
             #expect(report.rejections.map(\.key) == [cart])
 
             expected = [
@@ -146,7 +151,7 @@ import Testing
             // Takes nothing: the server never showed this element. Frozen, it is dropped.
             try await store.updateData(for: cart, setRemove: [path("items"): ["ghost"]])
             let frozen = try #require(try await store.freezeBatch())
-            #expect(frozen.batch.changes.map(\.key) == [cart, other, cart, other])
+            #expect(frozen.batch.changes.map(\.key) == [cart, other])
             await store.close()
             #expect(try storedViews(file, table: "inflight", of: cart).last??.contains("\"qty\":2") == true)
             let reopened = try LocalStore(path: file)
