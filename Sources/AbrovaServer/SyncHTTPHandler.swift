@@ -134,8 +134,15 @@ public struct SyncHTTPHandler: Sendable {
                 guard let number = Int(text) else { throw Refusal.invalid("limit must be an integer, not \"\(text.prefix(20))\"") }
                 limit = number
             }
+            var form = PullForm.full
+            if let text = request.query["form"] {
+                guard let named = PullForm(rawValue: text) else {
+                    throw Refusal.invalid("form must be full or state, not \"\(text.prefix(20))\"")
+                }
+                form = named
+            }
             let page = try service.pullBody(
-                cursor: request.query["cursor"], limit: limit, collections: Self.collections(in: request), caller: who)
+                cursor: request.query["cursor"], limit: limit, collections: Self.collections(in: request), form: form, caller: who)
             return encoded(status: 200, body: page, for: request)
         case ("GET", let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
             let who = try authenticate(request)

@@ -291,12 +291,14 @@ public final class SyncService: Sendable {
     /// encoded once.
     ///
     /// - Throws: `Refusal`, as `pull`.
-    public func pullBody(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(Refusal) -> [UInt8] {
-        try pullPage(cursor: cursor, limit: limit, collections: collections, caller: caller).body
+    public func pullBody(
+        cursor: String?, limit: Int? = nil, collections: [String]? = nil, form: PullForm = .full, caller: Caller
+    ) throws(Refusal) -> [UInt8] {
+        try pullPage(cursor: cursor, limit: limit, collections: collections, form: form, caller: caller).body
     }
 
     private func pullPage(
-        cursor: String?, limit: Int?, collections: [String]?,
+        cursor: String?, limit: Int?, collections: [String]?, form: PullForm = .full,
         caller: Caller
     ) throws(Refusal) -> (response: PullResponse, body: [UInt8]) {
         let limit = limit ?? min(500, configuration.limits.maximumPageSize)
@@ -310,7 +312,7 @@ public final class SyncService: Sendable {
         // everything scanned. A page is full at `limit` documents or `maximumPageBytes` of them,
         // whichever comes first (a page of large documents holds fewer, at least one).
         var documents: [ServerDocument] = []
-        var page = PullResponse.Writer()
+        var page = PullResponse.Writer(form: form)
         var position = after
         var hasMore = false
         scan: for _ in 0..<8 {

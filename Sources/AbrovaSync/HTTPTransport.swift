@@ -121,7 +121,8 @@ package final class HTTPTransport: SyncTransport {
     ///   tombstones (pull again from the beginning), `.refused(.invalid, _)` for a cursor the server
     ///   did not make or a `limit` outside 1...1,000.
     package func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
-        var query = "limit=\(limit)"
+        // The device keeps states, and each document's data follows from its state.
+        var query = "form=state&limit=\(limit)"
         if let cursor { query += "&cursor=" + Self.percentEncoded(cursor) }
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/pull", query: query), timeout: timeout)
         return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try PullResponse(body: bytes) }

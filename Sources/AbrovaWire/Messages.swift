@@ -253,10 +253,11 @@ public struct ServerDocument: Hashable, Sendable {
         return bytes
     }
 
-    /// Appends the canonical JSON form.
-    func write(to bytes: inout [UInt8]) {
+    /// Appends the canonical JSON form; without `data` unless `includesData` (it follows from
+    /// the state, which is what a device keeps).
+    func write(to bytes: inout [UInt8], includesData: Bool = true) {
         // Keys in canonical order: collection, data, deleted, id, state, version.
-        let (data, encoded) = state.documentJSONAndEncoded
+        let (data, encoded) = includesData ? state.documentJSONAndEncoded : (nil, state.encodedBytes)
         bytes.append(contentsOf: #"{"collection":"#.utf8)
         Value.writeJSONString(key.collection, to: &bytes)
         if let data {
@@ -280,6 +281,14 @@ public struct ServerDocument: Hashable, Sendable {
     }
 }
 
+/// What a pulled document carries (`GET /v1/pull?form=`).
+public enum PullForm: String, Sendable {
+    /// Its state and, when it exists, its data: for readers that do not keep states.
+    case full
+    /// Its state alone, which the data follows from: what a device asks for.
+    case state
+}
+
 /// A page of a pull: the documents changed after the cursor, in version order, and the cursor to
 /// ask from next.
 public struct PullResponse: Hashable, Sendable {
@@ -298,8 +307,11 @@ public struct PullResponse: Hashable, Sendable {
     }
 
     /// The canonical JSON body: `{"cursor", "documents": [...], "hasMore"}`.
-    public var body: [UInt8] {
-        var writer = Writer()
+    public var body: [UInt8] { body(form: .full) }
+
+    /// The canonical JSON body, its documents in `form`.
+    public func body(form: PullForm) -> [UInt8] {
+        var writer = Writer(form: form)
         for document in documents { writer.append(document) }
         return writer.finish(cursor: cursor, hasMore: hasMore)
     }
@@ -310,9 +322,13 @@ public struct PullResponse: Hashable, Sendable {
         private var documentBytes: [UInt8] = []
         /// How many documents it holds.
         public private(set) var count = 0
+        /// Whether each document carries `data` beside its state (`PullForm`).
+        private let includesData: Bool
 
-        /// An empty page.
-        public init() {}
+        /// An empty page, of documents in `form`.
+        public init(form: PullForm = .full) {
+            includesData = form == .full
+        }
 
         /// The bytes of the documents so far.
         public var byteCount: Int { documentBytes.count }
@@ -323,7 +339,7 @@ public struct PullResponse: Hashable, Sendable {
         public mutating func append(_ document: ServerDocument, maximumBytes: Int = .max) -> Bool {
             let mark = documentBytes.count
             if count > 0 { documentBytes.append(UInt8(ascii: ",")) }
-            document.write(to: &documentBytes)
+            document.write(to: &documentBytes, includesData: includesData)
             guard documentBytes.count <= maximumBytes || count == 0 else {
                 documentBytes.removeSubrange(mark...)
                 return false

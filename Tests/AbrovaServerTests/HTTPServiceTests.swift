@@ -161,7 +161,7 @@ extension ServerSuites {
             for (target, mentions) in [
                 ("/v1/pull?limit=-1", "limit"), ("/v1/pull?limit=99999999999999999999", "limit"),
                 ("/v1/pull?limit=ten", "limit"), ("/v1/pull?cursor=c1.AAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAA", "cursor"),
-                ("/v1/pull?collections=carts%27%3B%20DROP%20TABLE%20documents", "collection"),
+                ("/v1/pull?collections=carts%27%3B%20DROP%20TABLE%20documents", "collection"), ("/v1/pull?form=data", "form"),
                 ("/v1/docs/carts/x%27%20OR%20%271%27%3D%271", "id"),
             ] {
                 let response = try live.send("GET", target)
@@ -216,6 +216,30 @@ extension ServerSuites {
             guard case .rejected(.notFound, "no document carts/c1") = results[0] else { Issue.record("\(results)"); return }
             let document = try ServerDocument(body: try live.send("GET", "/v1/docs/carts/c1").body)
             #expect(document.state.document == ["secret": "ana's"])
+        }
+
+        /// A device keeps states, and a document's data follows from its state: it asks for the
+        /// state alone, and gets the same documents as a reader of both.
+        @Test(arguments: StoreKind.available)
+        func aPullOfStatesAloneSendsEachDocumentOnce(kind: StoreKind) throws {
+            let live = try LiveServer(kind)
+            let gone = DocumentKey(collection: "carts", id: "c2")
+            let created = makeRequest(
+                [
+                    (cart, try .create(["items": ["milk", "eggs"], "qty": ["milk": 2]], base: .zero)),
+                    (gone, try .create(["n": 1], base: .zero)),
+                ],
+                sequence: 1)
+            #expect(try live.push(created).status == 200)
+            #expect(try live.push(makeRequest([(gone, .delete(base: Version(2)))], sequence: 2)).status == 200)
+            let full = try live.send("GET", "/v1/pull")
+            let states = try live.send("GET", "/v1/pull?form=state")
+            #expect(full.status == 200 && states.status == 200, "\(states.status) \(states.message)")
+            #expect(String(decoding: full.body, as: UTF8.self).contains(#""data":"#))
+            #expect(!String(decoding: states.body, as: UTF8.self).contains(#""data":"#))
+            #expect(states.body.count < full.body.count)
+            #expect(try PullResponse(body: states.body) == PullResponse(body: full.body))
+            #expect(try live.send("GET", "/v1/pull?form=full").body == full.body)
         }
 
         @Test(arguments: StoreKind.available)

@@ -20,7 +20,7 @@ import Testing
     @Test(arguments: try WireFixture.loadAll())
     func fixtureCase(_ fixture: WireFixture) {
         switch fixture.kind {
-        case "pushRequest", "pushResponse", "pullResponse", "document":
+        case "pushRequest", "pushResponse", "pullResponse", "pullStateResponse", "document":
             checkRoundTrip(fixture)
         case "badPushRequest":
             checkRefusal(fixture)
@@ -53,6 +53,7 @@ import Testing
         case "pushRequest": try PushRequest(body: bytes).body
         case "pushResponse": try PushResponse(body: bytes).body
         case "pullResponse": try PullResponse(body: bytes).body
+        case "pullStateResponse": try PullResponse(body: bytes).body(form: .state)
         default: try ServerDocument(body: bytes).body
         }
     }

@@ -329,6 +329,14 @@ extension DocumentState {
         writeEncoded(to: &bytes, sortedFields: sortedFields)
     }
 
+    /// The canonical JSON of `encoded`.
+    public var encodedBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32 + byteSize + 16 * fields.count)
+        writeEncoded(to: &bytes)
+        return bytes
+    }
+
     /// The document's canonical JSON (`nil` when it does not exist) and the compact form, from one
     /// sort of the fields: a pulled page carries both for every document.
     public var documentJSONAndEncoded: (documentJSON: String?, encoded: [UInt8]) {
