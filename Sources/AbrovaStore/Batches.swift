@@ -16,17 +16,26 @@ extension LocalStore {
             // The changes of a document whose conflict the resolver is deciding wait for it (the
             // resolution goes before them); the rest of the queue goes on.
             let held = memory.heldDocuments.isEmpty ? "" : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) "
-            let pending = try database.query(
-                "SELECT \(QueueRow.pendingColumns) FROM pending \(held)ORDER BY sequence LIMIT ?",
-                [.integer(Int64(max(1, maximumChanges)))], QueueRow.init)
+            // A batch composes each document's changes, so its changes may hold many more rows:
+            // they are read a page at a time until the batch is full, or the queue ends.
+            let page = max(1, min(maximumChanges, 4_096))
+            var pending: [QueueRow] = []
+            var rows: ArraySlice<QueueRow> = []
+            while pending.count < page * Self.maximumComposedWrites {
+                let more = try database.query(
+                    "SELECT \(QueueRow.pendingColumns) FROM pending \(held.isEmpty ? "WHERE" : held + "AND") sequence > ? ORDER BY sequence LIMIT ?",
+                    [.integer(pending.last?.sequence ?? .min), .integer(Int64(page))], QueueRow.init)
+                pending += more
+                rows = FreezePlan.rowsFitting(pending, maximumChanges: maximumChanges, maximumBytes: maximumBytes)
+                if more.count < page || rows.count < pending.count { break }
+            }
             guard !pending.isEmpty else { return nil }
-            let rows = FreezePlan.rowsFitting(pending, maximumBytes: maximumBytes)
             let deltas = try rows.map { try memory.decodedPending[$0.sequence] ?? Self.decodeDelta($0.delta) }
             var confirmed: [DocumentKey: DocumentState] = [:]
             for key in FreezePlan.documentsPruned(rows, deltas: deltas) { confirmed[key] = try confirmedState(of: key) }
             let plan = FreezePlan(
                 rows: rows, deltas: deltas, confirmed: confirmed, clientID: clientID, sequence: memory.nextBatch,
-                strategyOf: strategyOf)
+                maximumChanges: maximumChanges, strategyOf: strategyOf)
             let stillPending = try database.write { database in try apply(plan, in: database) }
             memory.froze(plan, stillPending: stillPending)
             if !plan.cancelledWrites.isEmpty { notify(changed: Set(plan.cancelledWrites.keys)) }

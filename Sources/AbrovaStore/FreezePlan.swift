@@ -43,16 +43,31 @@ struct FreezePlan: Equatable {
         changes.isEmpty ? nil : FrozenBatch(batch: batch, body: body, rows: changes.map(\.origin))
     }
 
-    /// The oldest of `rows` that one body of at most `maximumBytes` holds, counted from each
-    /// change's stored bytes and a bound on what the body adds around it; always at least one.
-    static func rowsFitting(_ rows: [QueueRow], maximumBytes: Int) -> ArraySlice<QueueRow> {
+    /// The oldest of `rows` that one batch of at most `maximumChanges` changes and a body of at
+    /// most `maximumBytes` holds; always at least one. The bytes are counted from each row's stored
+    /// bytes and a bound on what the body adds around it (a row that composes adds at most its
+    /// own); the changes from the rows that compose as `init` composes them, except that a change
+    /// on a newer base, which stays apart, is not foreseen: `init` cuts the batch there.
+    static func rowsFitting(_ rows: [QueueRow], maximumChanges: Int = .max, maximumBytes: Int) -> ArraySlice<QueueRow> {
         var bodyBytes = Batch.encodedOverhead
         var count = 0
+        var changes = 0
+        // The writes of each document's open change, while later rows may compose into it.
+        var openWrites: [DocumentKey: Int] = [:]
         for row in rows {
+            let composedWrites = row.composes ? openWrites[row.key].map { $0 + row.writes } : nil
+            let startsChange = composedWrites.map { $0 > LocalStore.maximumComposedWrites } ?? true
+            if count > 0, startsChange, changes >= maximumChanges { break }
             let changeBytes = Batch.encodedOverhead(of: row.key) + row.delta.count
             if count > 0, bodyBytes + changeBytes > maximumBytes { break }
             bodyBytes += changeBytes
             count += 1
+            if startsChange {
+                changes += 1
+                openWrites[row.key] = row.composes ? row.writes : nil
+            } else {
+                openWrites[row.key] = composedWrites
+            }
         }
         return rows.prefix(count)
     }
@@ -65,7 +80,8 @@ struct FreezePlan: Equatable {
 
     /// Plans the batch `sequence` of `rows` (`rowsFitting`), whose changes are `deltas`;
     /// `confirmed` holds the confirmed states of `documentsPruned`. Each change is frozen with the
-    /// strategy `strategyOf` gives its document, unless it is saved as written.
+    /// strategy `strategyOf` gives its document, unless it is saved as written. The batch takes
+    /// the rows up to the first that would make it more than `maximumChanges` changes.
     ///
     /// A document's queued changes compose into its first change of the batch: the server applies
     /// a batch in one transaction, so the order across documents inside it is not observable, and
@@ -77,7 +93,7 @@ struct FreezePlan: Equatable {
     /// one by one for a refusal (`LocalStore.maximumComposedWrites`).
     init(
         rows: ArraySlice<QueueRow>, deltas: [DocumentDelta], confirmed: [DocumentKey: DocumentState], clientID: String, sequence: Int64,
-        strategyOf: (DocumentKey) -> ConflictStrategy?
+        maximumChanges: Int = .max, strategyOf: (DocumentKey) -> ConflictStrategy?
     ) {
         var confirmed = confirmed
         var changes: [FrozenChange] = []
@@ -90,6 +106,7 @@ struct FreezePlan: Equatable {
         // and the writes of each change that composed others, one by one.
         var openChanges: [DocumentKey: Int] = [:]
         var composedParts: [Int: [UInt8]] = [:]
+        var taken = 0
         for (row, delta) in zip(rows, deltas) {
             var pruned = delta
             var isPruned = false
@@ -106,12 +123,13 @@ struct FreezePlan: Equatable {
                 state.applyLocally(pruned, at: LocalStore.localVersion)
                 observed[row.key] = state
             }
+            let composesInto = openChanges[row.key].flatMap { Self.composes(pruned, of: row, into: changes[$0].change) ? $0 : nil }
+            if !pruned.isEmpty, composesInto == nil, changes.count >= maximumChanges { break }
+            taken += 1
             lastViews[row.key] = .some(row.view)
             if pruned.isEmpty {
                 cancelled[row.key, default: 0] += row.writes
-            } else if let position = openChanges[row.key],
-                Self.composes(pruned, of: row, into: changes[position].change)
-            {
+            } else if let position = composesInto {
                 var earlier = changes[position]
                 let rowParts = row.parts ?? LocalStore.PendingChange.parts(holding: row.delta)
                 let earlierParts =
@@ -141,7 +159,7 @@ struct FreezePlan: Equatable {
         for (key, position) in lastPositions { changes[position].view = lastViews[key] ?? nil }
         self.sequence = sequence
         self.changes = changes
-        takenRows = rows.map(\.sequence)
+        takenRows = rows.prefix(taken).map(\.sequence)
         cancelledWrites = cancelled
         batch = Batch(clientID: clientID, sequence: sequence, changes: changes.map(\.change))
         var body: [UInt8] = []

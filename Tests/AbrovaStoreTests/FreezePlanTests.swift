@@ -18,6 +18,43 @@ import Testing
         #expect(FreezePlan.rowsFitting(rows, maximumBytes: .max).map(\.sequence) == [1, 2, 3])
     }
 
+    /// The change limit is on the batch's changes, after composing: interleaved writes of two
+    /// documents are two changes however many rows they take.
+    @Test func aBatchIsCutByItsChangesAsComposedNotByRows() throws {
+        let rows = try (Int64(1)...6).map { sequence in
+            PlanFixtures.row(
+                sequence, sequence % 2 == 1 ? cart : list, try DocumentDelta.update(set: [path("n"): .int(sequence)], base: .zero))
+        }
+        #expect(FreezePlan.rowsFitting(rows, maximumChanges: 2, maximumBytes: .max).count == 6)
+        #expect(FreezePlan.rowsFitting(rows, maximumChanges: 1, maximumBytes: .max).map(\.sequence) == [1])
+        let asWritten = rows.map { row in
+            var row = row
+            row.isAsWritten = row.sequence == 3
+            return row
+        }
+        #expect(FreezePlan.rowsFitting(asWritten, maximumChanges: 2, maximumBytes: .max).map(\.sequence) == [1, 2])
+        let plan = FreezePlan(
+            rows: rows[...], deltas: try rows.map { try LocalStore.decodeDelta($0.delta) }, confirmed: [:], clientID: "device",
+            sequence: 1, maximumChanges: 2, strategyOf: { _ in .merge })
+        #expect(plan.changes.map(\.change.writes) == [3, 3] && plan.takenRows == [1, 2, 3, 4, 5, 6])
+    }
+
+    /// A change on a newer base stays apart, which `rowsFitting` does not foresee: the plan cuts
+    /// the batch before it when it would be one change too many, and leaves the rest pending.
+    @Test func aChangeOnANewerBaseBeyondTheLimitWaitsForTheNextBatch() throws {
+        let rows = [
+            PlanFixtures.row(1, cart, try DocumentDelta.update(set: [path("a"): 1], base: Version(2))),
+            PlanFixtures.row(2, list, try DocumentDelta.update(set: [path("b"): 1], base: Version(2))),
+            PlanFixtures.row(3, cart, try DocumentDelta.update(set: [path("a"): 2], base: Version(5))),
+            PlanFixtures.row(4, list, try DocumentDelta.update(set: [path("b"): 2], base: Version(2))),
+        ]
+        #expect(FreezePlan.rowsFitting(rows, maximumChanges: 2, maximumBytes: .max).count == 4)
+        let plan = FreezePlan(
+            rows: rows[...], deltas: try rows.map { try LocalStore.decodeDelta($0.delta) }, confirmed: [:], clientID: "device",
+            sequence: 1, maximumChanges: 2, strategyOf: { _ in .merge })
+        #expect(plan.changes.map(\.change.key) == [cart, list] && plan.takenRows == [1, 2])
+    }
+
     @Test func changesKeepTheirOrderStoredBytesAndWritesAndOnlyTheLastOfADocumentKeepsAView() throws {
         let rows = [
             PlanFixtures.row(

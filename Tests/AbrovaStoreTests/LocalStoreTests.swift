@@ -174,6 +174,22 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(await store.unsentWriteCount == 0)
     }
 
+    /// The limit counts changes as the batch composes them: interleaved writes to two documents,
+    /// many pages of rows, go in one batch of two changes.
+    @Test func aBatchTakesAsManyRowsAsComposeIntoItsChanges() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        for round in 0..<30 {
+            try await store.setData(["n": .int(Int64(round))], for: list)
+            try await store.setData(["n": .int(Int64(round))], for: cart)
+        }
+        let frozen = try #require(try await store.freezeBatch(maximumChanges: 2))
+        #expect(frozen.batch.changes.map(\.key) == [list, cart])
+        #expect(frozen.batch.changes.map(\.writes) == [30, 30])
+        var server = InMemoryServer()
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(await store.unsentWriteCount == 0 && server.documents[cart]?.document == ["n": 29])
+    }
+
     @Test func aLongQueueGoesInBatchesOfAtMostTheLimitInOrder() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         let keys = (0..<5).map { DocumentKey(collection: "carts", id: "c\($0)") }

@@ -65,16 +65,17 @@ import Testing
             try await store.updateData(for: cart, set: [path("price"): 1])
             try await store.updateData(for: other, set: [path("n"): 2])
             try await store.updateData(for: cart, set: [path("note"): "ring twice"], setAdd: [path("tags"): ["gift"]])
+
+            // The batch composes each document's writes into one change; the cart's, refused,
+            // goes back write by write.
+            let frozen = try #require(try await store.freezeBatch(maximumChanges: 2))
+            #expect(frozen.batch.changes.map(\.key) == [cart, other])
+            let composed = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+            #expect(composed.rejections.isEmpty)
             var cartChanges = await store.changes(of: cart).makeAsyncIterator()
             var queryChanges = await store.changes(matching: DocumentQuery(collection: "carts")).makeAsyncIterator()
             _ = await cartChanges.next()
             _ = await queryChanges.next()
-
-            // The batch composes the cart's two into one; refused, it goes back write by write.
-            let frozen = try #require(try await store.freezeBatch(maximumChanges: 3))
-            #expect(frozen.batch.changes.map(\.key) == [cart, other])
-            let composed = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
-            #expect(composed.rejections.isEmpty)
             let alone = try #require(try await store.freezeBatch(maximumChanges: 2))
             #expect(alone.batch.changes.map(\.key) == [cart, cart], "each write alone, never composed again")
             let report = try await store.settle(batch: alone.batch.sequence, results: server.push(alone.batch, strategy: .merge))
@@ -95,7 +96,7 @@ import Testing
         // Opened again (as after the app was killed), the store shows the same documents.
         let reopened = try openStore()
         #expect(try await shown(reopened) == expected)
-        #expect(await reopened.unsentWriteCount == 2)
+        #expect(await reopened.unsentWriteCount == 1, "the note is still to be sent")
     }
 
     @Test func viewsAfterManyBatchesAndAPullMatchAReplayOfTheChanges() async throws {
@@ -109,14 +110,14 @@ import Testing
         }
         // Someone else writes c1 meanwhile; the pull lands while changes are in flight and pending.
         try server.write(try DocumentDelta.update(set: [path("name"): "oat milk"], base: server.version), to: cart)
-        let first = try #require(try await store.freezeBatch(maximumChanges: 5))
+        let first = try #require(try await store.freezeBatch(maximumBytes: 400))
         let page = server.pull(after: try await store.pullCursor())
         try await store.applyPulledPage(page.documents, cursor: page.cursor)
         let wanted = try await shown(store)
         #expect(wanted[cart]?.mapValue?["name"] == "oat milk")
         _ = try await store.settle(batch: first.batch.sequence, results: server.push(first.batch, strategy: .merge))
         #expect(try await shown(store) == wanted)
-        while let batch = try await store.freezeBatch(maximumChanges: 5) {
+        while let batch = try await store.freezeBatch(maximumBytes: 400) {
             _ = try await store.settle(batch: batch.batch.sequence, results: server.push(batch.batch, strategy: .merge))
             #expect(try await shown(store) == wanted)
             await store.close()
@@ -131,7 +132,7 @@ import Testing
     /// Settles what is left on a store opened again; the server ends with what the device showed.
     func finish(file: String, server: inout InMemoryServer, wanted: [DocumentKey: Value]) async throws {
         let store = try LocalStore(path: file)
-        while let batch = try await store.freezeBatch(maximumChanges: 5) {
+        while let batch = try await store.freezeBatch(maximumBytes: 400) {
             _ = try await store.settle(batch: batch.batch.sequence, results: server.push(batch.batch, strategy: .merge))
             #expect(try await shown(store) == wanted)
         }
