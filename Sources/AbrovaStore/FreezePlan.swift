@@ -34,8 +34,7 @@ struct FreezePlan: Equatable {
     /// Whether the queued change `delta` of `row` may compose into `earlier`, its document's
     /// open change of the batch (see `init`).
     private static func composes(_ delta: DocumentDelta, of row: QueueRow, into earlier: BatchChange) -> Bool {
-        row.composes && earlier.writes + row.writes <= LocalStore.maximumComposedWrites
-            && delta.latestBase <= earlier.delta.earliestBase
+        row.composes && delta.latestBase <= earlier.delta.earliestBase
     }
 
     /// The batch as it stays in flight; `nil` when every change taken was cancelled.
@@ -52,11 +51,10 @@ struct FreezePlan: Equatable {
         var bodyBytes = Batch.encodedOverhead
         var count = 0
         var changes = 0
-        // The writes of each document's open change, while later rows may compose into it.
-        var openWrites: [DocumentKey: Int] = [:]
+        // The documents whose open change later rows may compose into.
+        var openDocuments: Set<DocumentKey> = []
         for row in rows {
-            let composedWrites = row.composes ? openWrites[row.key].map { $0 + row.writes } : nil
-            let startsChange = composedWrites.map { $0 > LocalStore.maximumComposedWrites } ?? true
+            let startsChange = !(row.composes && openDocuments.contains(row.key))
             if count > 0, startsChange, changes >= maximumChanges { break }
             let changeBytes = Batch.encodedOverhead(of: row.key) + row.delta.count
             if count > 0, bodyBytes + changeBytes > maximumBytes { break }
@@ -64,9 +62,7 @@ struct FreezePlan: Equatable {
             count += 1
             if startsChange {
                 changes += 1
-                openWrites[row.key] = row.composes ? row.writes : nil
-            } else {
-                openWrites[row.key] = composedWrites
+                if row.composes { openDocuments.insert(row.key) } else { openDocuments.remove(row.key) }
             }
         }
         return rows.prefix(count)
@@ -89,8 +85,8 @@ struct FreezePlan: Equatable {
     /// does: a change saved as written (its call waits for its own answer, and its policy is not
     /// theirs), and every later change of the document after it; a change on a newer base than
     /// the earliest of the one it would join (made after a pull: composed, it would take the older
-    /// base and meet the change it had seen as a conflict); and past the 64 writes a change keeps
-    /// one by one for a refusal (`LocalStore.maximumComposedWrites`).
+    /// base and meet the change it had seen as a conflict). However many writes a change holds, its
+    /// `parts` keep each one's change, sent again one by one after a refusal.
     init(
         rows: ArraySlice<QueueRow>, deltas: [DocumentDelta], confirmed: [DocumentKey: DocumentState], clientID: String, sequence: Int64,
         maximumChanges: Int = .max, strategyOf: (DocumentKey) -> ConflictStrategy?
@@ -130,14 +126,13 @@ struct FreezePlan: Equatable {
             if pruned.isEmpty {
                 cancelled[row.key, default: 0] += row.writes
             } else if let position = composesInto {
-                var earlier = changes[position]
-                let rowParts = row.parts ?? LocalStore.PendingChange.parts(holding: row.delta)
-                let earlierParts =
-                    composedParts[position] ?? earlier.parts ?? LocalStore.PendingChange.parts(holding: earlier.encoded)
-                composedParts[position] = earlierParts.dropLast() + [UInt8(ascii: ",")] + rowParts.dropFirst()
-                earlier.change.delta.compose(with: pruned)
-                earlier.change.writes += row.writes
-                changes[position] = earlier
+                // In place: a copy of the change would copy its delta at every write composed.
+                let earlier = changes[position]
+                LocalStore.PendingChange.append(
+                    parts: row.parts ?? LocalStore.PendingChange.parts(holding: row.delta),
+                    to: &composedParts[position, default: earlier.parts ?? LocalStore.PendingChange.parts(holding: earlier.encoded)])
+                changes[position].change.delta.compose(with: pruned)
+                changes[position].change.writes += row.writes
             } else {
                 // Saved as written is what clientWins does to a change: each field it writes takes
                 // its value, a delete deletes (Spec/conflicts.md, "Online writes").

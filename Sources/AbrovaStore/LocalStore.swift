@@ -423,6 +423,13 @@ package actor LocalStore {
         static func appending(_ part: [UInt8], to parts: [UInt8]) -> [UInt8] {
             parts.dropLast() + [UInt8(ascii: ",")] + part + [UInt8(ascii: "]")]
         }
+
+        /// `parts` with the writes of `later`, another change's parts, after its own.
+        static func append(parts later: [UInt8], to parts: inout [UInt8]) {
+            parts.removeLast()
+            parts.append(UInt8(ascii: ","))
+            parts.append(contentsOf: later.dropFirst())
+        }
     }
 
     /// A new change's id: random, so that it needs no counter in the file (and a collision only

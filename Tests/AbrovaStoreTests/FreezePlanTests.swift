@@ -179,17 +179,26 @@ import Testing
 
     /// A composed change keeps each part's earliest base: a write made after a pull (on a newer
     /// base) would take the older one and meet, as a conflict, the change it had seen.
-    @Test func aChangeOnANewerBaseOrPastTheWriteLimitStaysApart() throws {
+    @Test func aChangeOnANewerBaseStaysApart() throws {
         let rows = [
             PlanFixtures.row(1, cart, try DocumentDelta.create(["qty": 1], base: .zero)),
             PlanFixtures.row(2, cart, try DocumentDelta.update(set: [path("qty"): 2], base: Version(7))),
         ]
         #expect(try PlanFixtures.freeze(rows).changes.count == 2)
+    }
+
+    /// A queued change holds at most 64 writes; the batch composes past that, and its parts keep
+    /// every write, in order, for a refusal.
+    @Test func aBatchComposesPastTheWritesOfOneQueuedChange() throws {
         let many = try (0..<40).map { try DocumentDelta.update(set: [path("qty"): .int(Int64($0))], base: .zero) }
+        let composed = many.dropFirst().reduce(many[0], DocumentDelta.compose)
         let full = [
-            PlanFixtures.row(1, cart, many.dropFirst().reduce(many[0], DocumentDelta.compose), writes: 40, parts: many),
-            PlanFixtures.row(2, cart, many.dropFirst().reduce(many[0], DocumentDelta.compose), writes: 40, parts: many),
+            PlanFixtures.row(1, cart, composed, writes: 40, parts: many),
+            PlanFixtures.row(2, cart, composed, writes: 40, parts: many),
         ]
-        #expect(try PlanFixtures.freeze(full).changes.map(\.change.writes) == [40, 40], "64 writes at most")
+        let plan = try PlanFixtures.freeze(full)
+        #expect(plan.changes.map(\.change.writes) == [80])
+        let parts = try LocalStore.decodeParts(try #require(plan.changes.first?.parts))
+        #expect(parts == many + many)
     }
 }
