@@ -214,7 +214,7 @@ struct CartWorkloadBenchmarks {
                 goal: "≤ 10 µs", isGoalMet: processorPerOperation <= 10))
         report.add(
             BenchmarkRow(
-                name: "cart workload: push on device 1 alone (sync run: push, then a pull)",
+                name: "cart workload: push on device 1 alone (one sync run: the push, and a pull unless its answer carried the cursor)",
                 figure: String(format: "%.0f ms", oursPush * 1e3),
                 baseline: String(format: "%.0f ms, %d requests", baselinePush * 1e3, count),
                 ratio: baselinePush / oursPush, goal: "reported (speed)", isGoalMet: nil))

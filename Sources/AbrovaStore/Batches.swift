@@ -168,15 +168,17 @@ extension LocalStore {
                     "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL FROM pending ORDER BY sequence", [], QueueRow.init
                 )
             let plan = try SettlePlan(answer: answer, pending: pending, memory: memory, newOrigin: Self.newOrigin)
-            try database.write { database in
+            let tookCursor = try database.write { database in
                 try apply(plan, in: database)
-                if let cursor, !memory.isResyncing, try meta("cursor") == cursor.from {
-                    try setMeta("cursor", cursor.to, in: database)
-                }
+                guard let cursor, !memory.isResyncing, try meta("cursor") == cursor.from else { return false }
+                try setMeta("cursor", cursor.to, in: database)
+                return true
             }
             memory.settled(plan)
             notify(changed: Set(plan.documents.keys), rollbacks: answer.rollbacks)
-            return plan.report
+            var report = plan.report
+            report.tookCursor = tookCursor
+            return report
         }
     }
 

@@ -176,6 +176,9 @@ package struct SettleReport: Hashable, Sendable {
     /// For each change sent again write by write: its id, and the ids of the changes its writes
     /// went back to the queue as, in order.
     package var resentRows: [Int64: [Int64]] = [:]
+    /// Whether the device's pull cursor moved to the server's cursor after the batch: a pull
+    /// made now would bring only what arrived after the batch was answered.
+    package var tookCursor = false
 }
 
 /// A conflict the manual strategy left to the app's resolver, which the store keeps until the

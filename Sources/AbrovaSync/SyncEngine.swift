@@ -131,6 +131,9 @@ actor SyncRunner {
     struct RunResult {
         var outcome = RunOutcome.completed
         var settled: [SettledBatch] = []
+        /// Whether the last batch settled took the server's cursor after it: the pull that
+        /// follows the push would bring only what came after the answer, so the run skips it.
+        var lastBatchTookCursor = false
     }
 
     private enum Phase {
@@ -321,7 +324,7 @@ actor SyncRunner {
         var syncedCount = 0
         do {
             if try await tokenIsTheStoreUsers(&result) { try await pushRound(into: &result, syncedCount: &syncedCount) }
-            if result.outcome == .completed {
+            if result.outcome == .completed, !result.lastBatchTookCursor {
                 try await pullAll(into: &result, syncedCount: &syncedCount)
                 if result.outcome != .completed, hasWaitingWrites {
                     // A pull that failed does not leave the writes waiting for it without an
@@ -465,6 +468,7 @@ actor SyncRunner {
         syncedCount: inout Int
     ) async throws {
         let report = try await store.settle(batch: batch.sequence, results: answer, advancing: cursor)
+        result.lastBatchTookCursor = report.tookCursor
         runProgress.pushedChanges += batch.changes.count
         events.emit(.progress(runProgress))
         var newestRejections: [DocumentKey: (reason: Refusal.Reason, message: String)] = [:]

@@ -16,6 +16,8 @@ final class PullRecordingTransport: SyncTransport {
 
     /// Every document pulled so far, in order.
     var pulled: [DocumentKey] { pages.value.flatMap { $0 } }
+    /// How many pages were pulled so far.
+    var pulls: Int { pages.value.count }
 
     func push(body: [UInt8], pullCursor: String?) async throws(TransportFailure) -> PushResponse {
         try await inner.push(body: body, pullCursor: pullCursor)
@@ -39,13 +41,14 @@ final class PullRecordingTransport: SyncTransport {
 @Suite struct OwnChangesTests {
     let folder = TemporaryFolder()
 
-    func device(_ live: LiveSyncServer, _ name: String) throws -> (AbrovaSync, PullRecordingTransport) {
+    func device(_ live: LiveSyncServer, _ name: String, syncOnReconnect: Bool = true) throws -> (AbrovaSync, PullRecordingTransport) {
         let transport = PullRecordingTransport(live.makeTransport(as: "ana"))
         let sync = try AbrovaSync(
             config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
                 .serverURL(live.url)
                 .storePath(folder.path("\(name).sqlite"))
                 .authToken(LiveSyncServer.token(of: "ana"))
+                .syncOnReconnect(syncOnReconnect)
                 .transport { _ in transport }
                 .build())
         live.onStop { await sync.close() }
@@ -81,6 +84,24 @@ final class PullRecordingTransport: SyncTransport {
         await phone.forceSyncNow()
         #expect(try await phone.collection("carts").document("theirs").getDocument(source: .cache).data == ["n": 2])
         #expect(transport.pulled.map(\.id).sorted() == ["mine", "theirs"], "the push's answer could not say the pull held only its own")
+        await live.stop()
+    }
+
+    /// The push's answer says all the pull after it would: the run makes no pull request at all.
+    /// A run with nothing to push still pulls.
+    @Test func aRunWhosePushAnswerCarriesTheCursorMakesNoPull() async throws {
+        let live = try LiveSyncServer()
+        let (phone, transport) = try device(live, "phone", syncOnReconnect: false)
+        await phone.forceSyncNow()
+        await phone.disconnect()
+        for index in 0..<3 { try await phone.collection("carts").document("c\(index)").setData(["n": .int(Int64(index))]) }
+        await phone.reconnect()
+        let before = transport.pulls
+        await phone.forceSyncNow()
+        #expect(await phone.pendingCount == 0)
+        #expect(transport.pulls == before, "a pull after a push that carried the cursor")
+        await phone.forceSyncNow()
+        #expect(transport.pulls == before + 1, "a run with nothing to push pulls")
         await live.stop()
     }
 }
