@@ -50,9 +50,17 @@ public struct DocumentDelta: Hashable, Sendable {
     public internal(set) var setChanges: [FieldPath: SetChange]
     /// When set, the document is deleted last.
     public var delete: Version?
-    /// Whether a path with a separator may be here. While none is, two paths overlap only when
-    /// equal, and compose looks them up instead of scanning. Every write of a nested path sets it.
-    var hasNestedPaths = false
+    /// At least the depth of every path here (more once deeper paths are taken out); every write
+    /// of a path raises it. Two paths overlap only when one is a prefix of the other, so compose
+    /// looks up a path's prefixes, and scans for paths under it only when some path is deeper.
+    var deepestPath = 0
+
+    /// Whether a path with a separator may be here.
+    var hasNestedPaths: Bool { deepestPath > 1 }
+    /// The proper prefixes of the paths here, and maybe more: kept by compose once it needed them
+    /// (a path with paths under it here is one), `nil` before, and after parts were written
+    /// directly. A change composed again and again (a batch's) then never scans its paths.
+    private var prefixesOfPaths: Set<FieldPath>?
 
     /// Checks that no two writes (assignments, set changes) touch one place: a path and a path
     /// under it, or a path both assigned and changed as a set. Applied in any order they would
@@ -85,16 +93,17 @@ public struct DocumentDelta: Hashable, Sendable {
         }
     }
 
-    /// Sets `hasNestedPaths` from the parts, after they were written directly.
-    mutating func noteNestedPaths() {
-        hasNestedPaths = [
-            removals.keys.contains(where: \.isNested), fieldRemovals.keys.contains(where: \.isNested),
-            assignments.keys.contains(where: \.isNested), setChanges.keys.contains(where: \.isNested),
-        ]
-        .contains(true)
+    /// Sets `deepestPath` from the parts, after they were written directly.
+    mutating func notePathDepths() {
+        prefixesOfPaths = nil
+        deepestPath = 0
+        for path in removals.keys { deepestPath = max(deepestPath, path.depth) }
+        for path in fieldRemovals.keys { deepestPath = max(deepestPath, path.depth) }
+        for path in assignments.keys { deepestPath = max(deepestPath, path.depth) }
+        for path in setChanges.keys { deepestPath = max(deepestPath, path.depth) }
     }
 
-    // Equality is about the parts: `hasNestedPaths` is bookkeeping.
+    // Equality is about the parts: `deepestPath` is bookkeeping.
     public static func == (left: DocumentDelta, right: DocumentDelta) -> Bool {
         left.create == right.create && left.delete == right.delete && left.removals == right.removals
             && left.fieldRemovals == right.fieldRemovals && left.assignments == right.assignments
@@ -178,7 +187,7 @@ public struct DocumentDelta: Hashable, Sendable {
             try value.validate(at: path, depth: 1)
             for (leafPath, leaf) in value.leaves(at: path) {
                 delta.assignments[leafPath] = Assignment(value: leaf, base: base)
-                if leafPath.isNested { delta.hasNestedPaths = true }
+                delta.deepestPath = max(delta.deepestPath, leafPath.depth)
             }
         }
         return delta
@@ -205,7 +214,7 @@ public struct DocumentDelta: Hashable, Sendable {
                 try path.checkNotRoot()
                 try value.validate(at: path, depth: path.depth)
                 delta.assignments[path] = Assignment(value: value, base: base)
-                if path.isNested { delta.hasNestedPaths = true }
+                delta.deepestPath = max(delta.deepestPath, path.depth)
             }
             return delta
         }
@@ -256,7 +265,7 @@ public struct DocumentDelta: Hashable, Sendable {
         fieldRemovals = [:]
         self.assignments = assignments
         self.setChanges = setChanges
-        noteNestedPaths()
+        notePathDepths()
     }
 
     /// Assigns `value` at `path`: a non-empty map becomes a removal of the path and its leaves.
@@ -268,7 +277,7 @@ public struct DocumentDelta: Hashable, Sendable {
             for (leafPath, leaf) in value.leaves(at: path) {
                 part.assignments[leafPath] = Assignment(value: leaf, base: base)
             }
-            part.hasNestedPaths = true // the leaves of a map lie under its path
+            part.notePathDepths() // the leaves of a map lie under its path
             compose(with: part)
         } else {
             compose(with: DocumentDelta(assignments: [path: Assignment(value: value, base: base)]))
@@ -292,7 +301,8 @@ public struct DocumentDelta: Hashable, Sendable {
     /// The later change's paths are taken in path order within each part: one taken first can pass
     /// its base on to an overlapping one.
     public mutating func compose(with later: DocumentDelta) {
-        hasNestedPaths = hasNestedPaths || later.hasNestedPaths
+        deepestPath = max(deepestPath, later.deepestPath)
+        if hasNestedPaths { notePrefixes(of: later) }
         if let createBase = later.create {
             let bases = [createBase, create, delete].compactMap { $0 }
             retire { _ in true }
@@ -341,19 +351,24 @@ public struct DocumentDelta: Hashable, Sendable {
     /// The earliest base with which this change touches `path` or anything overlapping it (a create
     /// or a delete touches everything): the base a later part at `path` keeps.
     private func earliestBase(touching path: FieldPath) -> Version? {
-        var earliest = [create, delete].compactMap { $0 }.min()
+        var earliest: Version?
         func consider(_ base: Version) { earliest = min(earliest ?? base, base) }
-        if !mayOverlapOtherPaths(path) {
-            removals[path].map(consider)
-            fieldRemovals[path].map(consider)
-            assignments[path].map { consider($0.base) }
-            setChanges[path].map { consider($0.base) }
-            return earliest
+        create.map(consider)
+        delete.map(consider)
+        var prefix = path
+        while !prefix.isRoot {
+            removals[prefix].map(consider)
+            fieldRemovals[prefix].map(consider)
+            assignments[prefix].map { consider($0.base) }
+            setChanges[prefix].map { consider($0.base) }
+            prefix = prefix.parent ?? .root
         }
-        for (other, base) in removals where other.overlaps(path) { consider(base) }
-        for (other, base) in fieldRemovals where other.overlaps(path) { consider(base) }
-        for (other, assignment) in assignments where other.overlaps(path) { consider(assignment.base) }
-        for (other, change) in setChanges where other.overlaps(path) { consider(change.base) }
+        if hasPaths(under: path) {
+            for (other, base) in removals where other.isWithin(path) { consider(base) }
+            for (other, base) in fieldRemovals where other.isWithin(path) { consider(base) }
+            for (other, assignment) in assignments where other.isWithin(path) { consider(assignment.base) }
+            for (other, change) in setChanges where other.isWithin(path) { consider(change.base) }
+        }
         return earliest
     }
 
@@ -370,18 +385,40 @@ public struct DocumentDelta: Hashable, Sendable {
 
     /// Retires what overlaps `path` (or, with `onlyWithin`, what lies within it).
     private mutating func retire(overlapping path: FieldPath, onlyWithin: Bool = false) {
-        if !mayOverlapOtherPaths(path) {
-            retire(at: path)
-        } else if onlyWithin {
-            retire { $0.isWithin(path) }
-        } else {
-            retire { $0.overlaps(path) }
+        retire(at: path)
+        if !onlyWithin {
+            var prefix = path.parent ?? .root
+            while !prefix.isRoot {
+                retire(at: prefix)
+                prefix = prefix.parent ?? .root
+            }
         }
+        if hasPaths(under: path) { retire { $0 != path && $0.isWithin(path) } }
     }
 
-    /// Whether `path` can overlap a path here other than itself: only when some path nests.
-    private func mayOverlapOtherPaths(_ path: FieldPath) -> Bool {
-        hasNestedPaths || path.isNested
+    /// Whether a path under `path` (not `path` itself) may be here.
+    private func hasPaths(under path: FieldPath) -> Bool {
+        deepestPath > path.depth && prefixesOfPaths?.contains(path) ?? true
+    }
+
+    /// Adds the prefixes of `later`'s paths to `prefixesOfPaths`, first made from this change's own.
+    private mutating func notePrefixes(of later: DocumentDelta) {
+        var prefixes = prefixesOfPaths ?? Self.prefixes(of: self)
+        if later.hasNestedPaths { prefixes.formUnion(Self.prefixes(of: later)) }
+        prefixesOfPaths = prefixes
+    }
+
+    private static func prefixes(of delta: DocumentDelta) -> Set<FieldPath> {
+        var prefixes: Set<FieldPath> = []
+        func note(_ path: FieldPath) {
+            var prefix = path.parent ?? .root
+            while !prefix.isRoot, prefixes.insert(prefix).inserted { prefix = prefix.parent ?? .root }
+        }
+        for path in delta.removals.keys { note(path) }
+        for path in delta.fieldRemovals.keys { note(path) }
+        for path in delta.assignments.keys { note(path) }
+        for path in delta.setChanges.keys { note(path) }
+        return prefixes
     }
 
     private mutating func retire(where matches: (FieldPath) -> Bool) {

@@ -152,7 +152,7 @@ private func legacyDelta(encoded value: Value) throws(ValueError) -> DocumentDel
             adds: Set(adds), removes: Set(removes),
             base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
     }
-    delta.noteNestedPaths()
+    delta.notePathDepths()
     try delta.checkWritesDoNotOverlap() // a rule added after the tree decoder, kept by both
     return delta
 }

@@ -82,7 +82,7 @@ private struct DeltaPartsReader {
         if let unknown = unknownKeys.first { return .unknownKey(unknown) }
         if let error = problem.error { return .invalid(error) }
         var delta = delta
-        delta.noteNestedPaths()
+        delta.notePathDepths()
         do {
             try delta.checkWritesDoNotOverlap()
         } catch {

@@ -158,7 +158,7 @@ extension DocumentDelta {
                 adds: Set(adds), removes: Set(removes),
                 base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
         }
-        noteNestedPaths()
+        notePathDepths()
         try checkWritesDoNotOverlap()
     }
 }
