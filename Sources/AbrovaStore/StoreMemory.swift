@@ -26,10 +26,14 @@ struct StoreMemory {
     /// The batch in flight as frozen or last read, so that settling it need not decode its body
     /// again; `nil` when there is none or it is not in memory (it is then read from `batch`).
     private(set) var inflight: FrozenBatch?
-    /// Pending changes as a settle left them (decoded, rebased), by sequence, so that the next
-    /// settle and the freeze that sends them do not decode them again. An entry is always the
-    /// row's stored change: a write composing into the row, or the row leaving `pending`, drops it.
+    /// Pending changes as a write or a settle left them (decoded, rebased), by sequence, so that
+    /// the next settle and the freeze that sends them do not decode them again. An entry is always
+    /// the row's stored change: a write composing into the row replaces it, the row leaving
+    /// `pending` drops it.
     private(set) var decodedPending: [Int64: DocumentDelta] = [:]
+    /// The most changes a write keeps in `decodedPending` (a queue of a few thousand writes, a
+    /// batch's worth, is frozen without decoding one; a longer one is decoded past this).
+    static let decodedWritesLimit = 4_096
     /// A resync is under way (`meta.resync`): pulled documents are ticked off `resync_unseen`.
     private(set) var isResyncing = false
     /// The number the next frozen batch takes (`meta.next_batch_sequence`).
@@ -73,8 +77,9 @@ struct StoreMemory {
     /// A write committed: `change` is the newest pending change now (new, or `tail` with the write
     /// composed into it), and the document shows `document`.
     mutating func wrote(_ change: LocalStore.PendingChange, document: LocalStore.CachedDocument, viewJSON: String?) {
-        // The row's stored change is no longer the one a settle decoded.
-        decodedPending[change.sequence] = nil
+        // The row's stored change is the one the write just made (while the cache has room).
+        let isKept = decodedPending[change.sequence] != nil || decodedPending.count < Self.decodedWritesLimit
+        decodedPending[change.sequence] = isKept ? change.delta : nil
         tail = change
         remember(document, for: change.key)
         unsent[change.key, default: LocalStore.UnsentDocument(viewJSON: nil, writes: 0)].add(writeShowing: viewJSON)
