@@ -403,13 +403,18 @@ public struct DocumentDelta: Hashable, Sendable {
 
     /// Adds the prefixes of `later`'s paths to `prefixesOfPaths`, first made from this change's own.
     private mutating func notePrefixes(of later: DocumentDelta) {
-        var prefixes = prefixesOfPaths ?? Self.prefixes(of: self)
-        if later.hasNestedPaths { prefixes.formUnion(Self.prefixes(of: later)) }
+        var prefixes: Set<FieldPath> = []
+        if let kept = prefixesOfPaths {
+            prefixes = kept
+            prefixesOfPaths = nil // the only copy now: it grows in place
+        } else {
+            Self.addPrefixes(of: self, to: &prefixes)
+        }
+        if later.hasNestedPaths { Self.addPrefixes(of: later, to: &prefixes) }
         prefixesOfPaths = prefixes
     }
 
-    private static func prefixes(of delta: DocumentDelta) -> Set<FieldPath> {
-        var prefixes: Set<FieldPath> = []
+    private static func addPrefixes(of delta: DocumentDelta, to prefixes: inout Set<FieldPath>) {
         func note(_ path: FieldPath) {
             var prefix = path.parent ?? .root
             while !prefix.isRoot, prefixes.insert(prefix).inserted { prefix = prefix.parent ?? .root }
@@ -418,7 +423,6 @@ public struct DocumentDelta: Hashable, Sendable {
         for path in delta.fieldRemovals.keys { note(path) }
         for path in delta.assignments.keys { note(path) }
         for path in delta.setChanges.keys { note(path) }
-        return prefixes
     }
 
     private mutating func retire(where matches: (FieldPath) -> Bool) {
