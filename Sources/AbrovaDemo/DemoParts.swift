@@ -145,7 +145,7 @@ final class DeviceEvents: SyncEngine.SyncListener {
 
     func onSyncCompleted(syncedCount: Int) {
         record.withLock { $0.completedRuns += 1 }
-        say("sync done: \(syncedCount == 1 ? "1 write" : "\(syncedCount) writes") sent and applied, the server's changes pulled")
+        say("sync done: \(syncedCount == 1 ? "1 write" : "\(syncedCount) writes") sent and applied, up to date with the server")
     }
 
     func onSyncFailed(error: any Error) { say("sync failed: \(error)") }
