@@ -225,8 +225,10 @@ package actor LocalStore {
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
             try alongside?(database)
+            // A write made after a pull brought a newer document (a newer base) starts a change:
+            // composed, it would take the older base and meet the change it had seen as a conflict.
             if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, !tail.isAlone,
-                tail.writes < Self.maximumComposedWrites
+                tail.writes < Self.maximumComposedWrites, delta.latestBase <= tail.delta.earliestBase
             {
                 tail.parts = PendingChange.appending(
                     Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))

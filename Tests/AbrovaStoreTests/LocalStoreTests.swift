@@ -94,6 +94,26 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(frozen.batch.changes[0].delta.assignments[path("qty")]?.value == 10)
     }
 
+    /// A write made after a pull brought a newer server document is made on that document: it does
+    /// not join the queued write made before the pull, whose older base would turn the change it
+    /// had seen into a conflict (lost under serverWins).
+    @Test func aWriteAfterAPullDoesNotComposeIntoTheQueuedWriteBeforeIt() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["qty": 1], base: .zero), to: cart)
+        let first = server.pull(after: nil)
+        try await store.applyPulledPage(first.documents, cursor: first.cursor)
+        try await store.updateData(for: cart, set: [path("qty"): 2]) // on version 1
+        try server.write(try DocumentDelta.update(set: [path("qty"): 5], base: Version(1)), to: cart)
+        let second = server.pull(after: first.cursor)
+        try await store.applyPulledPage(second.documents, cursor: second.cursor)
+        try await store.updateData(for: cart, set: [path("qty"): 7]) // seen version 2
+        let frozen = try #require(try await store.freezeBatch())
+        #expect(frozen.batch.changes.map(\.delta.earliestBase) == [Version(1), Version(2)])
+        _ = server.push(frozen.batch, strategy: .serverWins)
+        #expect(server.documents[cart]?.document == ["qty": 7], "the write made on the server's newer value stands")
+    }
+
     @Test func anAddThenARemoveOfOneElementBeforeSyncLeavesNothingToSend() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var server = InMemoryServer()
