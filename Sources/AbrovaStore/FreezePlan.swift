@@ -85,7 +85,8 @@ struct FreezePlan: Equatable {
     /// does: a change saved as written (its call waits for its own answer, and its policy is not
     /// theirs), and every later change of the document after it; a change on a newer base than
     /// the earliest of the one it would join (made after a pull: composed, it would take the older
-    /// base and meet the change it had seen as a conflict). However many writes a change holds, its
+    /// base and meet the change it had seen as a conflict); and the changes of a document under
+    /// the manual strategy, where a conflict holds back the whole change it is in. However many writes a change holds, its
     /// `parts` keep each one's change, sent again one by one after a refusal.
     init(
         rows: ArraySlice<QueueRow>, deltas: [DocumentDelta], confirmed: [DocumentKey: DocumentState], clientID: String, sequence: Int64,
@@ -137,7 +138,9 @@ struct FreezePlan: Equatable {
                 // Saved as written is what clientWins does to a change: each field it writes takes
                 // its value, a delete deletes (Spec/conflicts.md, "Online writes").
                 let strategy = row.isAsWritten ? .clientWins : strategyOf(row.key)
-                openChanges[row.key] = row.composes ? changes.count : nil
+                // Under manual a conflict holds back the whole change: composed, a write that
+                // conflicts with nothing would wait for the resolver of another.
+                openChanges[row.key] = row.composes && strategy != .manual ? changes.count : nil
                 changes.append(
                     FrozenChange(
                         change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy),

@@ -114,6 +114,24 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(server.documents[cart]?.document == ["qty": 7], "the write made on the server's newer value stands")
     }
 
+    /// Under manual the server holds back the whole of a change with a conflict, so a batch does
+    /// not compose a document's changes there: a write that conflicts with nothing is applied.
+    @Test func underManualAWriteThatConflictsWithNothingIsNotHeldBackByAnotherOfItsDocument() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        let other = DocumentKey(collection: "carts", id: "c2")
+        var server = InMemoryServer()
+        try server.write(try DocumentDelta.create(["x": 1, "y": 1], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.updateData(for: cart, set: [path("x"): 2])
+        try await store.setData(["n": 1], for: other)
+        try await store.updateData(for: cart, set: [path("y"): 2])
+        try server.write(try DocumentDelta.update(set: [path("x"): 5], base: Version(1)), to: cart) // another device's
+        let frozen = try #require(try await store.freezeBatch(strategyOf: { _ in .manual }))
+        _ = server.push(frozen.batch, strategy: .manual)
+        #expect(server.documents[cart]?.document == ["x": 5, "y": 2])
+    }
+
     @Test func anAddThenARemoveOfOneElementBeforeSyncLeavesNothingToSend() async throws {
         let store = try LocalStore(path: folder.path("store.sqlite"))
         var server = InMemoryServer()
@@ -499,8 +517,9 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         _ = try await store.write(.update(set: [path("seen"): true], remove: [], setAdd: [:], setRemove: [:]), for: cart, asWritten: true)
         #expect(try await store.resolveConflict(cart, with: .set(["qty": 5]), seenVersion: seen))
         let sent = try #require(try await store.freezeBatch(strategyOf: { _ in .manual }))
-        // As written, the later one would stay apart under clientWins; under the strategy it composes.
-        #expect(sent.batch.changes.filter { $0.key == cart }.map(\.strategy) == [.manual])
+        // As written, the later one would go under clientWins; it goes under the strategy (apart:
+        // under manual a batch does not compose a document's changes).
+        #expect(sent.batch.changes.filter { $0.key == cart }.map(\.strategy) == [.manual, .manual])
         #expect(sent.batch.changes.filter { $0.key == other }.map(\.strategy) == [.clientWins], "another document's stays as written")
     }
 
