@@ -97,7 +97,7 @@ extension LocalStore {
             }
             // The change keeps its writes' own changes while it can (Spec/storage.md, "Writes").
             let keptParts =
-                first.writes < Self.maximumComposedWrites && (first.parts != nil || first.writes == 1)
+                first.parts != nil || first.writes == 1
                 ? Self.encodeParts([delta] + (try first.parts.map(Self.decodeParts) ?? [waiting])) : nil
             delta.compose(with: waiting)
             var view = DocumentState()
