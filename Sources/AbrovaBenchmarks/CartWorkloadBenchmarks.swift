@@ -188,7 +188,8 @@ struct CartWorkloadBenchmarks {
                 middle(baseline) { Double($0.pushBytes.towardServer) }, 5_000
             ),
             (
-                "device 1's download in its push run (the push's answer, and a pull if the run makes one)", middle(ours) { Double($0.pushBytes.towardClients) },
+                "device 1's download in its push run (the push's answer, and a pull if the run makes one)",
+                middle(ours) { Double($0.pushBytes.towardClients) },
                 middle(baseline) { Double($0.pushBytes.towardClients) }, 500
             ),
             (

@@ -165,7 +165,8 @@ extension LocalStore {
                 !SettlePlan.needsPendingRows(answer, memory: memory)
                 ? []
                 : try database.query(
-                    "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL, alone FROM pending ORDER BY sequence", [], QueueRow.init
+                    "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL, alone FROM pending ORDER BY sequence", [],
+                    QueueRow.init
                 )
             let plan = try SettlePlan(answer: answer, pending: pending, memory: memory, newOrigin: Self.newOrigin)
             let tookCursor = try database.write { database in
