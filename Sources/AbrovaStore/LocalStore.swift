@@ -225,10 +225,8 @@ package actor LocalStore {
         let viewJSON = view.documentJSON
         let newTail: PendingChange = try database.write { database in
             try alongside?(database)
-            // A write made after a pull brought a newer document (a newer base) starts a change:
-            // composed, it would take the older base and meet the change it had seen as a conflict.
             if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, !tail.isAlone,
-                tail.writes < Self.maximumComposedWrites, delta.latestBase <= tail.delta.earliestBase
+                tail.writes < Self.maximumComposedWrites, Self.isOnNoNewerBase(delta, than: tail.delta)
             {
                 tail.parts = PendingChange.appending(
                     Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))
@@ -441,6 +439,13 @@ package actor LocalStore {
     /// The most writes a change composes (a refused change is sent again write by write, so each
     /// write's change is kept beside it): the next write of the document starts a new change.
     static let maximumComposedWrites = 64
+
+    /// Whether `later` may compose into `earlier` as far as their bases go: a change made after a
+    /// pull brought a newer document (a newer base) stays apart, since composed it would take the
+    /// older base and meet the change it had seen as a conflict.
+    static func isOnNoNewerBase(_ later: DocumentDelta, than earlier: DocumentDelta) -> Bool {
+        later.latestBase <= earlier.earliestBase
+    }
 
     /// The changes of `parts`, in the order they were made.
     static func decodeParts(_ parts: [UInt8]) throws -> [DocumentDelta] {
