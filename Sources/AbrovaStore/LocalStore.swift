@@ -436,8 +436,9 @@ package actor LocalStore {
     /// blurs which call a refusal is reported to, never what is sent).
     static func newOrigin() -> Int64 { Int64.random(in: 1...Int64.max) }
 
-    /// The most writes a change composes (a refused change is sent again write by write, so each
-    /// write's change is kept beside it): the next write of the document starts a new change.
+    /// The most writes a queued change composes as they are made (each write rewrites the row's
+    /// `parts`, which keep every write's change for a refusal): the next write of the document
+    /// starts a new change. A freeze composes a batch's changes past it, joining parts once.
     static let maximumComposedWrites = 64
 
     /// Whether `later` may compose into `earlier` as far as their bases go: a change made after a
