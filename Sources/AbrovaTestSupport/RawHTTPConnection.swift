@@ -21,15 +21,21 @@ public final class RawHTTPConnection {
     public struct Failure: Error, CustomStringConvertible {
         /// What went wrong.
         public var description: String
+        /// Whether the server ended the connection (an end or a reset) before the answer was whole.
+        public var isEndedByTheServer = false
     }
 
     private let socketDescriptor: Int32
+    private let port: UInt16
     private var buffered: [UInt8] = []
+    /// Bytes received so far, read or not: a failure says how far the answer had come.
+    private var receivedBytes = 0
 
     /// Connects to 127.0.0.1 at `port`; a read that waits longer than `receiveTimeoutSeconds` fails.
     /// Connects to 127.0.0.1:`port`. A `receiveBufferBytes` makes the socket's receive buffer
     /// that small (the kernel doubles it), for a client that takes its answers slowly.
     public init(port: UInt16, receiveTimeoutSeconds: Int = 20, receiveBufferBytes: Int? = nil) throws {
+        self.port = port
         #if canImport(Glibc)
             socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -158,6 +164,7 @@ public final class RawHTTPConnection {
                 return buffered
             }
             guard count > 0 else { throw RawHTTPConnection.Failure(description: "recv: errno \(errno)") }
+            receivedBytes += count
             buffered += chunk[..<count]
         }
         throw RawHTTPConnection.Failure(description: "more than \(limit) bytes without the connection closing")
@@ -169,8 +176,13 @@ public final class RawHTTPConnection {
     private func fill() throws {
         let count = chunk.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
         guard count > 0 else {
-            throw RawHTTPConnection.Failure(description: count == 0 ? "connection closed by the server" : "recv: errno \(errno)")
+            let error = errno
+            let what = count == 0 ? "connection closed by the server" : "recv: errno \(error) (\(String(cString: strerror(error))))"
+            throw RawHTTPConnection.Failure(
+                description: "\(what), port \(port), after \(receivedBytes) bytes of answer",
+                isEndedByTheServer: count == 0 || error == ECONNRESET)
         }
+        receivedBytes += count
         buffered += chunk[..<count]
     }
 }

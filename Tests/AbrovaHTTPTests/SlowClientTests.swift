@@ -326,7 +326,7 @@ private func isClosedByTheServer(_ connection: RawHTTPConnection) -> Bool {
         _ = try connection.readResponse()
         return false
     } catch let failure as RawHTTPConnection.Failure {
-        return failure.description == "connection closed by the server" || failure.description == "recv: errno \(ECONNRESET)"
+        return failure.isEndedByTheServer
     } catch {
         return false
     }

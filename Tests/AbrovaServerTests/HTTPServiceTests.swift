@@ -40,8 +40,14 @@ final class LiveServer: Sendable {
         if let user { head += "Authorization: Bearer token-\(user)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if headers["Content-Length"] == nil { head += "Content-Length: \(body.count)\r\n" }
-        try connection.send(Array((head + "\r\n").utf8) + body)
-        var response = try connection.readResponse()
+        var response: RawHTTPConnection.Response
+        do {
+            try connection.send(Array((head + "\r\n").utf8) + body)
+            response = try connection.readResponse()
+        } catch var failure as RawHTTPConnection.Failure {
+            failure.description = "\(method) \(target): \(failure.description)"
+            throw failure
+        }
         if response.headers["content-encoding"] == "zstd" {
             response.body = try Zstd.decompress(response.body, limit: 64 << 20)
         }
