@@ -48,7 +48,7 @@ struct SyncBenchmarks {
         let baseline = try BaselineServer(path: folder.path("baseline.sqlite"), threads: 8)
         defer { baseline.stop() }
         var seeded = 0
-        var results: [(size: Int, device: DeviceResult, baselineRate: Double)] = []
+        var results: [(size: Int, device: DeviceResult, baselineRate: Double, baselineBytes: Int)] = []
         let clock = ContinuousClock()
         for size in sizes {
             let seeding = try clock.measure {
@@ -60,18 +60,18 @@ struct SyncBenchmarks {
             seeded = size
             print("seeded \(size) documents in \(String(format: "%.1f", seconds(seeding))) s (both servers)")
             let device = try runDevice(port: server.port, expected: size, folder: folder)
-            let baselineRate = try baselinePullRate(port: baseline.server?.port ?? 0, expected: size, folder: folder)
+            let (baselineRate, baselineBytes) = try baselinePull(port: baseline.server?.port ?? 0, expected: size, folder: folder)
             print(
                 String(
                     format:
                         "initial sync of %d: %.0f documents/s, peak %.1f MB (%.1f MB at start), %d progress reports; baseline %.0f rows/s",
                     size, device.rate, device.peakMB, device.startMB, device.progressReports, baselineRate))
-            results.append((size, device, baselineRate))
+            results.append((size, device, baselineRate, baselineBytes))
         }
         let measured = results.filter { $0.size >= (options.isQuick ? 2_000 : 10_000) }
         let smallestPeak = measured.first?.device.peakMB ?? 0
         if options.runs("sync-initial") {
-            for (size, device, baselineRate) in measured {
+            for (size, device, baselineRate, _) in measured {
                 let isFlat = device.peakMB <= smallestPeak * 1.25
                 report.add(
                     BenchmarkRow(
@@ -83,6 +83,17 @@ struct SyncBenchmarks {
                         goal: String(format: "peak < 150 MB, ≤ 1.25× the smallest size's (%.0f MB)", smallestPeak),
                         isGoalMet: device.peakMB < 150 && isFlat))
             }
+        }
+        if options.runs("sync-initial"), let largest = results.last {
+            let ratio = Double(largest.device.storeBytes) / Double(max(largest.baselineBytes, 1))
+            report.add(
+                BenchmarkRow(
+                    name: "sync: device store size after the initial sync of \(largest.size) documents",
+                    figure: String(format: "%.0f bytes a document", Double(largest.device.storeBytes) / Double(largest.size)),
+                    baseline: String(
+                        format: "%.0f bytes a document in a plain table (id, JSON body, version)",
+                        Double(largest.baselineBytes) / Double(largest.size)),
+                    ratio: ratio, goal: "≤ 1.3×", isGoalMet: ratio <= 1.3))
         }
         if options.runs("sync-growth-pull") {
             let growth = results.prefix(3).map { (items: $0.size, seconds: Double($0.size) / $0.device.rate) }
@@ -114,6 +125,16 @@ struct SyncBenchmarks {
         var peakMB: Double
         var startMB: Double
         var progressReports: Int
+        /// The store file's size once its log is folded in.
+        var storeBytes: Int
+    }
+
+    /// The size of a closed SQLite file with its write-ahead log folded in (what it holds, free
+    /// pages included, as a device's disk holds it).
+    static func fileBytes(of path: String) throws -> Int {
+        try Database(path: path).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        return (attributes[.size] as? Int) ?? 0
     }
 
     /// Runs this benchmark again as the device (`InitialSyncDevice`) and reads what it reports.
@@ -125,6 +146,8 @@ struct SyncBenchmarks {
             standardOutput: .pipe)
         let data = process.output?.readDataToEndOfFile() ?? Data()
         let termination = process.waitUntilExit()
+        let storeBytes = try? Self.fileBytes(of: storePath)
+        try? FileManager.default.copyItem(atPath: storePath, toPath: "/tmp/dev-\(expected).sqlite")
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
         let text = String(decoding: data, as: UTF8.self)
         guard termination == .exited(0), let line = text.split(separator: "\n").last(where: { $0.hasPrefix("device ") }) else {
@@ -140,13 +163,15 @@ struct SyncBenchmarks {
         else {
             throw BenchmarkFailure("the device pulled other than \(expected) documents: \(line)")
         }
-        return DeviceResult(rate: Double(expected) / elapsed, peakMB: peak / 1024, startMB: start / 1024, progressReports: Int(reports))
+        return DeviceResult(
+            rate: Double(expected) / elapsed, peakMB: peak / 1024, startMB: start / 1024, progressReports: Int(reports),
+            storeBytes: storeBytes ?? 0)
     }
 
     /// Rows per second of the baseline: pages of 500 rows by seq cursor over loopback HTTP, each
     /// page's JSON read and its rows inserted into an empty table in one transaction (WAL,
     /// synchronous=NORMAL, as the device store).
-    private func baselinePullRate(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> Double {
+    private func baselinePull(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> (rate: Double, storeBytes: Int) {
         let path = folder.path("baseline-device-\(expected).sqlite")
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         let device = try Database(path: path, isExclusive: true)
@@ -175,8 +200,9 @@ struct SyncBenchmarks {
                 after = rows.last?.mapValue?["seq"]?.intValue ?? after
             }
         }
+        device.close()
         guard pulled == expected else { throw BenchmarkFailure("the baseline pulled \(pulled) of \(expected) rows") }
-        return Double(expected) / seconds(elapsed)
+        return (Double(expected) / seconds(elapsed), try Self.fileBytes(of: path))
     }
 
     // MARK: - Push growth

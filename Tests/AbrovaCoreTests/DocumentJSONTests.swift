@@ -29,3 +29,34 @@ import Testing
         #expect(state.documentJSON == state.document?.canonicalJSON)
     }
 }
+
+@Suite struct StoredVersionsTests {
+    /// A document written at once has one version throughout: its stored versions say it once,
+    /// and a field written later is the only one listed.
+    @Test func registersAtTheCommonVersionAreNotListed() throws {
+        var state = DocumentState()
+        state.applyLocally(
+            try DocumentDelta.create(["title": "milk", "qty": 2, "tags": [], "box": .map([:])], base: .zero), at: Version(7))
+        var bytes: [UInt8] = []
+        state.writeVersions(to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"d":7,"e":[1,7]}"#)
+        state.applyLocally(
+            try DocumentDelta.update(
+                set: [try FieldPath("qty"): 3], remove: [try FieldPath("box")], setAdd: [try FieldPath("s"): ["a"]], base: Version(7)),
+            at: Version(9))
+        bytes = []
+        state.writeVersions(to: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"d":7,"e":[1,7],"r":{"qty":9},"s":{"s":{"s":[["a",9]],"v":9}},"t":{"box":9}}"#)
+        let read = try DocumentState(versions: try Value(json: bytes), view: state.document)
+        #expect(read == state)
+    }
+
+    /// Stores written before the default version list every live register, and read as before.
+    @Test func versionsListedOneByOneStillRead() throws {
+        var state = DocumentState()
+        state.applyLocally(try DocumentDelta.create(["title": "milk", "qty": 2], base: .zero), at: Version(7))
+        state.applyLocally(try DocumentDelta.update(set: [try FieldPath("qty"): 3], base: Version(7)), at: Version(9))
+        let listed = try Value(json: #"{"e":[1,7],"r":{"qty":9,"title":7},"s":{},"t":{}}"#)
+        #expect(try DocumentState(versions: listed, view: state.document) == state)
+    }
+}

@@ -487,52 +487,92 @@ extension DocumentState {
             writeEncoded(to: &bytes, sortedFields: sortedFields)
             return
         }
-        // Keys in canonical order: e, r, s, t; each map's paths in the fields' sorted order.
-        bytes.append(contentsOf: #"{"e":[1,"#.utf8)
+        // Keys in canonical order: d, e, r, s, t (empty maps left out); each map's paths in the
+        // fields' sorted order. Live registers at the default version `d` are not listed.
+        let common = commonRegisterVersion
+        bytes.append(UInt8(ascii: "{"))
+        if let common {
+            bytes.append(contentsOf: #""d":"#.utf8)
+            Value.writeDecimal(Int64(bitPattern: common.rawValue), to: &bytes)
+            bytes.append(UInt8(ascii: ","))
+        }
+        bytes.append(contentsOf: #""e":[1,"#.utf8)
         Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
-        bytes.append(contentsOf: #"],"r":{"#.utf8)
-        var isFirst = true
-        var hasOthers = false
-        for index in sortedFields {
-            let (path, field) = fields[index]
-            guard case .register(let register) = field, register.value != nil else {
-                hasOthers = true
-                continue
+        bytes.append(UInt8(ascii: "]"))
+        for part in StoredPart.allCases { write(part, sortedFields, besides: common, to: &bytes) }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// The version most live registers hold (the smallest of the most frequent), which the stored
+    /// form leaves unsaid for each of them: a document written at once has one version throughout.
+    var commonRegisterVersion: Version? {
+        // Mostly one version: found without counting.
+        var only: Version?
+        for field in fields.values {
+            guard case .register(let register) = field, register.value != nil else { continue }
+            if only == nil {
+                only = register.version
+            } else if only != register.version {
+                only = nil
+                break
             }
-            Self.writeEntry(path, register.version, isFirst: &isFirst, to: &bytes)
         }
-        guard hasOthers else {
-            bytes.append(contentsOf: #"},"s":{},"t":{}}"#.utf8)
-            return
+        if let only { return only }
+        var counts: [Version: Int] = [:]
+        for field in fields.values {
+            guard case .register(let register) = field, register.value != nil else { continue }
+            counts[register.version, default: 0] += 1
         }
-        bytes.append(contentsOf: #"},"s":{"#.utf8)
-        isFirst = true
+        return counts.max { $0.value < $1.value || ($0.value == $1.value && $0.key > $1.key) }?.key
+    }
+
+    /// The maps of the stored form after `e`, in canonical order.
+    private enum StoredPart: CaseIterable {
+        /// `r`: live registers off the default version, with their versions.
+        case registers
+        /// `s`: sets, whole.
+        case sets
+        /// `t`: removed fields, with their versions.
+        case tombstones
+
+        var key: String {
+            switch self {
+            case .registers: "r"
+            case .sets: "s"
+            case .tombstones: "t"
+            }
+        }
+    }
+
+    /// Appends `,"key":{path: entry, ...}` for the fields of `part`, nothing when there are none.
+    private func write(
+        _ part: StoredPart, _ sortedFields: [Dictionary<FieldPath, Field>.Index], besides common: Version?, to bytes: inout [UInt8]
+    ) {
+        var isFirst = true
         for index in sortedFields {
             let (path, field) = fields[index]
-            guard case .set(let set) = field else { continue }
-            if !isFirst { bytes.append(UInt8(ascii: ",")) }
+            switch (part, field) {
+            case (.registers, .register(let register)) where register.value != nil && register.version != common: break
+            case (.sets, .set): break
+            case (.tombstones, .register(let register)) where register.value == nil: break
+            default: continue
+            }
+            if isFirst {
+                bytes.append(UInt8(ascii: ","))
+                Value.writeJSONString(part.key, to: &bytes)
+                bytes.append(contentsOf: ":{".utf8)
+            } else {
+                bytes.append(UInt8(ascii: ","))
+            }
             isFirst = false
             Value.writeJSONString(path.dotted, to: &bytes)
             bytes.append(UInt8(ascii: ":"))
-            set.writeEncoded(to: &bytes)
+            switch field {
+            case .register(let register): Value.writeDecimal(Int64(bitPattern: register.version.rawValue), to: &bytes)
+            case .set(let set): set.writeEncoded(to: &bytes)
+            }
         }
-        bytes.append(contentsOf: #"},"t":{"#.utf8)
-        isFirst = true
-        for index in sortedFields {
-            let (path, field) = fields[index]
-            guard case .register(let register) = field, register.value == nil else { continue }
-            Self.writeEntry(path, register.version, isFirst: &isFirst, to: &bytes)
-        }
-        bytes.append(contentsOf: "}}".utf8)
-    }
-
-    /// Appends `"path":version` to a map being written.
-    private static func writeEntry(_ path: FieldPath, _ version: Version, isFirst: inout Bool, to bytes: inout [UInt8]) {
-        if !isFirst { bytes.append(UInt8(ascii: ",")) }
-        isFirst = false
-        Value.writeJSONString(path.dotted, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
+        if !isFirst { bytes.append(UInt8(ascii: "}")) }
     }
 
     /// Reads a state stored with `writeVersions(to:)` beside `view`, the document it shows.
@@ -554,6 +594,14 @@ extension DocumentState {
             }
             fields[path] = .register(Register(value: value, version: try Version(encoded: version, field: dotted)))
         }
+        if let common = parts["d"] {
+            // Every other value the view shows, but for sets, is a register at the default version.
+            let version = try Version(encoded: common, field: "d")
+            let sets = parts["s"]?.mapValue ?? [:]
+            try Self.visitLeaves(of: view, within: []) { path, value throws(ValueError) in
+                if fields[path] == nil, sets[path.dotted] == nil { fields[path] = .register(Register(value: value, version: version)) }
+            }
+        }
         for (dotted, version) in parts["t"]?.mapValue ?? [:] {
             fields[try FieldPath(dotted)] = .register(Register(value: nil, version: try Version(encoded: version, field: dotted)))
         }
@@ -571,6 +619,18 @@ extension DocumentState {
                     version: try Version(encoded: set.mapValue?["v"] ?? .null, field: dotted)))
         }
         self.init(existence: Existence(exists: true, version: try Version(encoded: existenceParts[1], field: "e")), fields: fields)
+    }
+
+    /// Calls `visit` with each value of `value` at `segments` that is not a non-empty map, and its path.
+    private static func visitLeaves(
+        of value: Value, within segments: [String], _ visit: (FieldPath, Value) throws(ValueError) -> Void
+    ) throws(ValueError) {
+        guard case .map(let entries) = value, !entries.isEmpty || segments.isEmpty else {
+            guard !segments.isEmpty else { throw ValueError(.malformedJSON, field: "", detail: "a view that is not a document") }
+            try visit(try FieldPath(segments: segments), value)
+            return
+        }
+        for (name, entry) in entries { try visitLeaves(of: entry, within: segments + [name], visit) }
     }
 }
 
