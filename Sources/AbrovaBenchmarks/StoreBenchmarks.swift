@@ -48,7 +48,7 @@ struct StoreBenchmarks {
     }
 
     /// Local writes (one field of a 10-field document, each its own transaction) against plain
-    /// upserts of the same JSON rows, each its own transaction. Goal: at least 0.8×.
+    /// upserts of the same JSON rows, each its own transaction. Goal: at least 0.9× in each round.
     ///
     /// Each round alternates chunks of 1,000 writes between the two, so that both see the same
     /// machine load even when it changes within a round (other builds on a shared machine); a
@@ -103,11 +103,13 @@ struct StoreBenchmarks {
         }
         let ours = median(oursRates)
         let baseline = median(baselineRates)
+        let roundRatios = zip(oursRates, baselineRates).map { $0 / $1 }
         report.add(
             BenchmarkRow(
                 name: "store: local writes (one field of a 10-field document, a transaction each)",
-                figure: formatRate(ours, "writes"), baseline: formatRate(baseline, "plain SQLite upserts"),
-                ratio: ours / baseline, goal: "≥ 0.8×", isGoalMet: ours / baseline >= 0.8))
+                figure: formatRate(ours, "writes") + ", rounds " + roundRatios.map { String(format: "%.2f×", $0) }.joined(separator: " "),
+                baseline: formatRate(baseline, "plain SQLite upserts"),
+                ratio: ours / baseline, goal: "≥ 0.9× in every round", isGoalMet: roundRatios.allSatisfy { $0 >= 0.9 }))
     }
 
     /// Pulled pages of 500 documents against a plain batched upsert of the same rows, in fresh

@@ -168,7 +168,7 @@ extension LocalStore {
                     "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL, alone FROM pending ORDER BY sequence", [],
                     QueueRow.init
                 )
-            let plan = try SettlePlan(answer: answer, pending: pending, memory: memory, newOrigin: Self.newOrigin)
+            let plan = try SettlePlan(answer: answer, pending: pending, memory: memory, newOrigin: { newOrigin() })
             let tookCursor = try database.write { database in
                 try apply(plan, in: database)
                 guard let cursor, !memory.isResyncing, try meta("cursor") == cursor.from else { return false }

@@ -28,6 +28,8 @@ package actor LocalStore {
     /// What memory keeps of the tables; it changes only once a transaction has committed.
     var memory = StoreMemory()
     var listeners = Listeners()
+    /// The id `newOrigin()` hands out next.
+    private var nextOrigin = Int64.random(in: 1...Int64.max)
 
     /// Writes not yet confirmed by the server, in all documents. A conflict kept for the resolver
     /// counts as one: the device's change is not on the server until its resolution is.
@@ -240,7 +242,7 @@ package actor LocalStore {
                     ])
                 return tail
             }
-            let origin = Self.newOrigin()
+            let origin = newOrigin()
             try database.run(
                 "INSERT INTO pending (collection, id, delta, writes, view, as_written, origin) VALUES (?, ?, ?, 1, ?, ?, ?)",
                 [
@@ -432,9 +434,13 @@ package actor LocalStore {
         }
     }
 
-    /// A new change's id: random, so that it needs no counter in the file (and a collision only
-    /// blurs which call a refusal is reported to, never what is sent).
-    static func newOrigin() -> Int64 { Int64.random(in: 1...Int64.max) }
+    /// A new change's id: the next of `nextOrigin`, which starts at random at each opening, so
+    /// that no counter is kept in the file (a collision only blurs which call a refusal is reported
+    /// to, never what is sent) and a write makes no system call for randomness.
+    func newOrigin() -> Int64 {
+        defer { nextOrigin = nextOrigin == .max ? 1 : nextOrigin + 1 }
+        return nextOrigin
+    }
 
     /// The most writes a queued change composes as they are made (each write rewrites the row's
     /// `parts`, which keep every write's change for a refusal): the next write of the document
