@@ -25,14 +25,65 @@ struct Listeners {
     }
 
     var all: [UUID: Listener] = [:]
+    /// When the unsent-write count is told next.
+    var unsentCountNotices = CountNoticeThrottle()
 
     /// How many listeners show documents.
     var liveCount: Int { all.values.count(where: \.showsDocuments) }
+
+    /// Tells the unsent-write listeners `count`.
+    func tellUnsentCount(_ count: Int) {
+        for case .unsentWrites(let continuation) in all.values { continuation.yield(count) }
+    }
+
+    /// Whether any listener follows the unsent-write count.
+    var hasUnsentCountListener: Bool {
+        all.values.contains { if case .unsentWrites = $0 { true } else { false } }
+    }
 
     /// Tells the count listeners how many listeners show documents now.
     func tellLiveCount() {
         let count = liveCount
         for case .liveListenerCount(let continuation) in all.values { continuation.yield(count) }
+    }
+}
+
+/// When a changed count is told to its listeners: at once when it was last told at least
+/// `interval` ago, else once at the end of that interval, with the count as it is then. A burst
+/// of writes then wakes a listener (a thread, for the app's pending count) once an interval, not
+/// once a write, and the last count is always told.
+struct CountNoticeThrottle: Equatable {
+    /// The shortest time between two notices.
+    static let interval = Duration.milliseconds(10)
+
+    /// What to do about a change.
+    enum Decision: Equatable {
+        /// Tell the count now.
+        case tellNow
+        /// Tell it after this long (nothing else is scheduled).
+        case tell(after: Duration)
+        /// Nothing: a notice is already scheduled, and will tell the count as it is then.
+        case nothing
+    }
+
+    private(set) var lastTold: ContinuousClock.Instant?
+    private(set) var isScheduled = false
+
+    /// The count changed at `now`.
+    mutating func changed(at now: ContinuousClock.Instant) -> Decision {
+        if isScheduled { return .nothing }
+        if let lastTold, now - lastTold < Self.interval {
+            isScheduled = true
+            return .tell(after: Self.interval - (now - lastTold))
+        }
+        lastTold = now
+        return .tellNow
+    }
+
+    /// The scheduled notice told the count at `now`.
+    mutating func toldScheduled(at now: ContinuousClock.Instant) {
+        isScheduled = false
+        lastTold = now
     }
 }
 
@@ -113,12 +164,31 @@ extension LocalStore {
                 guard isRollback || documents != shown else { continue }
                 continuation.yield(documents.map { rollbacks.contains($0.key) ? $0.markingRollback() : $0 })
                 listeners.all[id] = .query(query, continuation, shown: documents)
-            case .unsentWrites(let continuation) where unsentWritesChanged:
-                continuation.yield(unsentWriteCount)
             default:
                 break
             }
         }
+        if unsentWritesChanged, listeners.hasUnsentCountListener { noteUnsentCountChanged() }
+    }
+
+    /// Tells the unsent-write listeners the count now, or schedules the notice (`CountNoticeThrottle`).
+    private func noteUnsentCountChanged() {
+        switch listeners.unsentCountNotices.changed(at: .now) {
+        case .tellNow:
+            listeners.tellUnsentCount(unsentWriteCount)
+        case .tell(let delay):
+            Task { [weak self] in
+                try? await Task.sleep(for: delay)
+                await self?.tellScheduledUnsentCount()
+            }
+        case .nothing:
+            break
+        }
+    }
+
+    private func tellScheduledUnsentCount() {
+        listeners.unsentCountNotices.toldScheduled(at: .now)
+        listeners.tellUnsentCount(unsentWriteCount)
     }
 }
 

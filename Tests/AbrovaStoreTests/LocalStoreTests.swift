@@ -749,6 +749,41 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
         #expect(await counts.next() == 0)
     }
+
+    /// A burst of writes is told as a few counts, not one a write (each wakes the listener's
+    /// thread), and the last count told is the count after the burst.
+    @Test func aBurstOfWritesIsToldAsAFewCountsEndingWithTheLast() async throws {
+        let store = try LocalStore(path: folder.path("store.sqlite"))
+        let counts = await store.unsentWriteCounts()
+        let seen = Task {
+            var seen: [Int] = []
+            for await count in counts {
+                seen.append(count)
+                if count == 200 { break }
+            }
+            return seen
+        }
+        for index in 0..<200 { try await store.setData(["n": .int(Int64(index))], for: DocumentKey(collection: "items", id: "i\(index)")) }
+        let told = await seen.value
+        #expect(told.first == 0 && told.last == 200)
+        #expect(told.count < 100, "told \(told.count) counts for 200 writes")
+        #expect(told == told.sorted(), "\(told)")
+    }
+}
+
+@Suite struct CountNoticeThrottleTests {
+    @Test func aChangeAfterQuietIsToldAtOnceAndOneSoonAfterWaitsForTheInterval() {
+        var throttle = CountNoticeThrottle()
+        let start = ContinuousClock.now
+        #expect(throttle.changed(at: start) == .tellNow)
+        #expect(throttle.changed(at: start + .milliseconds(3)) == .tell(after: .milliseconds(7)))
+        // One notice is scheduled: it will tell the count as it is then.
+        #expect(throttle.changed(at: start + .milliseconds(5)) == .nothing)
+        throttle.toldScheduled(at: start + .milliseconds(10))
+        #expect(throttle.changed(at: start + .milliseconds(12)) == .tell(after: .milliseconds(8)))
+        throttle.toldScheduled(at: start + .milliseconds(20))
+        #expect(throttle.changed(at: start + .milliseconds(31)) == .tellNow)
+    }
 }
 
 @Suite struct QueryTests {

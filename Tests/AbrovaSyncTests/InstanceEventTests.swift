@@ -52,10 +52,11 @@ import Testing
 
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["n": 1])
+        // Heard while it stands (a count that stands for less than 10 ms may be skipped).
+        #expect(await eventually { counts.value.last == 1 }, "\(counts.value)")
         await device.sync.reconnect()
         #expect(await eventually { states.value.last == .idle && counts.value.last == 0 })
         #expect(states.value.first == .offline && states.value.contains(.syncing), "\(states.value)")
-        #expect(counts.value.contains(1), "\(counts.value)")
         #expect(removed.completed.value.isEmpty)
         await live.stop()
     }
