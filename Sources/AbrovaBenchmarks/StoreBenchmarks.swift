@@ -1,6 +1,7 @@
 import AbrovaCore
 import AbrovaSQLite
 import AbrovaStore
+import AbrovaSync
 import AbrovaTestSupport
 import Foundation
 
@@ -14,6 +15,7 @@ struct StoreBenchmarks {
         print("## store")
         do {
             if options.runs("store-writes") { try await measureLocalWrites(into: &report) }
+            if options.runs("sdk-writes") { try await measureSDKWrites(into: &report) }
             if options.runs("store-pulls") { try await measurePulledPages(into: &report) }
             if options.runs("store-reads") { try await measureReads(into: &report) }
         } catch {
@@ -48,25 +50,73 @@ struct StoreBenchmarks {
     }
 
     /// Local writes (one field of a 10-field document, each its own transaction) against plain
-    /// upserts of the same JSON rows, each its own transaction. Goal: at least 0.9× in each round.
-    ///
-    /// Each round alternates chunks of 1,000 writes between the two, so that both see the same
-    /// machine load even when it changes within a round (other builds on a shared machine); a
-    /// round's rate is its writes over the summed time of its chunks.
+    /// upserts of the same JSON rows, each its own transaction (`measureWritesAgainstUpserts`).
+    /// Goal: at least 0.9× in each round.
     private func measureLocalWrites(into report: inout BenchmarkReport) async throws {
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let documents = 1_000
+        let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
+        for index in 0..<Self.writtenDocuments {
+            try await store.setData(document(index), for: DocumentKey(collection: "items", id: "i\(index)"))
+        }
+        let qty = try FieldPath("qty")
+        let (ours, baseline, roundRatios) = try await measureWritesAgainstUpserts(in: folder) { index, write in
+            try await store.updateData(for: DocumentKey(collection: "items", id: "i\(index)"), set: [qty: .int(Int64(write))])
+        }
+        report.add(
+            BenchmarkRow(
+                name: "store: local writes (one field of a 10-field document, a transaction each)",
+                figure: formatRate(ours, "writes") + ", rounds " + roundRatios.map { String(format: "%.2f×", $0) }.joined(separator: " "),
+                baseline: formatRate(baseline, "plain SQLite upserts"),
+                ratio: ours / baseline, goal: "≥ 0.9× in every round", isGoalMet: roundRatios.allSatisfy { $0 >= 0.9 }))
+    }
+
+    /// The same writes made by an app through the SDK, offline (`updateData` on an `AbrovaSync`
+    /// that is disconnected, with its pending count followed as every instance follows it),
+    /// against the same upserts. Reported: what an app's write costs beside the store's.
+    private func measureSDKWrites(into report: inout BenchmarkReport) async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: "bench")
+                .serverURL(URL(string: "http://127.0.0.1:9")!)
+                .storePath(folder.appendingPathComponent("sdk.sqlite").path)
+                .authToken("bench")
+                .syncOnReconnect(false)
+                .build())
+        await sync.disconnect()
+        let items = sync.collection("items")
+        for index in 0..<Self.writtenDocuments { try await items.document("i\(index)").setData(document(index)) }
+        let (ours, baseline, roundRatios) = try await measureWritesAgainstUpserts(in: folder) { index, write in
+            try await items.document("i\(index)").updateData(["qty": .value(.int(Int64(write)))])
+        }
+        await sync.close()
+        report.add(
+            BenchmarkRow(
+                name: "sdk: offline app writes through AbrovaSync (one field of a 10-field document)",
+                figure: formatRate(ours, "writes") + ", rounds " + roundRatios.map { String(format: "%.2f×", $0) }.joined(separator: " "),
+                baseline: formatRate(baseline, "plain SQLite upserts"),
+                ratio: ours / baseline, goal: "reported (speed ratio)", isGoalMet: nil))
+    }
+
+    /// Documents the write figures write to, round robin.
+    private static let writtenDocuments = 1_000
+
+    /// Rounds of `write(index, n)` (document `index`'s `qty` set to `n`) against plain upserts of
+    /// the same JSON rows, each its own transaction: each round alternates chunks of 1,000 writes
+    /// between the two, so that both see the same machine load even when it changes within a round
+    /// (other builds on a shared machine); a round's rate is its writes over the summed time of its
+    /// chunks. Returns the median rates and each round's ratio.
+    private func measureWritesAgainstUpserts(
+        in folder: URL, _ write: (Int, Int) async throws -> Void
+    ) async throws -> (ours: Double, baseline: Double, roundRatios: [Double]) {
+        let documents = Self.writtenDocuments
         let writes = options.isQuick ? 3_000 : 20_000
         let chunk = 1_000
-        let store = try LocalStore(path: folder.appendingPathComponent("store.sqlite").path)
-        for index in 0..<documents { try await store.setData(document(index), for: DocumentKey(collection: "items", id: "i\(index)")) }
         let plain = try Database(path: folder.appendingPathComponent("plain.sqlite").path, isExclusive: true)
         try plain.execute(
             "CREATE TABLE documents (collection TEXT NOT NULL, id TEXT NOT NULL, body TEXT, PRIMARY KEY (collection, id)) WITHOUT ROWID")
         var bodies = (0..<documents).map { Value.map(document($0)) }
-        let qty = try FieldPath("qty")
-
         var oursRates: [Double] = []
         var baselineRates: [Double] = []
         for round in 0..<(options.isQuick ? 3 : 5) {
@@ -92,24 +142,13 @@ struct StoreBenchmarks {
                     }
                 }
                 let start = clock.now
-                for write in range {
-                    let index = (write * 7 + round) % documents
-                    try await store.updateData(for: DocumentKey(collection: "items", id: "i\(index)"), set: [qty: .int(Int64(write))])
-                }
+                for number in range { try await write((number * 7 + round) % documents, number) }
                 oursTime += clock.now - start
             }
             baselineRates.append(Double(writes) / seconds(baselineTime))
             oursRates.append(Double(writes) / seconds(oursTime))
         }
-        let ours = median(oursRates)
-        let baseline = median(baselineRates)
-        let roundRatios = zip(oursRates, baselineRates).map { $0 / $1 }
-        report.add(
-            BenchmarkRow(
-                name: "store: local writes (one field of a 10-field document, a transaction each)",
-                figure: formatRate(ours, "writes") + ", rounds " + roundRatios.map { String(format: "%.2f×", $0) }.joined(separator: " "),
-                baseline: formatRate(baseline, "plain SQLite upserts"),
-                ratio: ours / baseline, goal: "≥ 0.9× in every round", isGoalMet: roundRatios.allSatisfy { $0 >= 0.9 }))
+        return (median(oursRates), median(baselineRates), zip(oursRates, baselineRates).map { $0 / $1 })
     }
 
     /// Pulled pages of 500 documents against a plain batched upsert of the same rows, in fresh
