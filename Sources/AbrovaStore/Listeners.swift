@@ -11,7 +11,8 @@ struct Listeners {
         case document(DocumentKey, AsyncStream<DocumentSnapshot>.Continuation, shown: DocumentSnapshot?)
         /// A query's listener, with the documents it was last given.
         case query(DocumentQuery, AsyncStream<[DocumentSnapshot]>.Continuation, shown: [DocumentSnapshot]?)
-        case unsentWrites(AsyncStream<Int>.Continuation)
+        /// Hears the count of unsent writes, with the count it was last given.
+        case unsentWrites(AsyncStream<Int>.Continuation, told: Int)
         /// Hears how many document and query listeners there are.
         case liveListenerCount(AsyncStream<Int>.Continuation)
 
@@ -31,9 +32,14 @@ struct Listeners {
     /// How many listeners show documents.
     var liveCount: Int { all.values.count(where: \.showsDocuments) }
 
-    /// Tells the unsent-write listeners `count`.
-    func tellUnsentCount(_ count: Int) {
-        for case .unsentWrites(let continuation) in all.values { continuation.yield(count) }
+    /// Tells the unsent-write listeners `count`, each unless it is the count it was last given (a
+    /// notice at the end of an interval tells the count then, which changes may have brought back).
+    mutating func tellUnsentCount(_ count: Int) {
+        for (id, listener) in all {
+            guard case .unsentWrites(let continuation, let told) = listener, told != count else { continue }
+            continuation.yield(count)
+            all[id] = .unsentWrites(continuation, told: count)
+        }
     }
 
     /// Whether any listener follows the unsent-write count.
@@ -111,7 +117,7 @@ extension LocalStore {
     package func unsentWriteCounts() -> AsyncStream<Int> {
         let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
         continuation.yield(unsentWriteCount)
-        register(.unsentWrites(continuation), continuation)
+        register(.unsentWrites(continuation, told: unsentWriteCount), continuation)
         return stream
     }
 

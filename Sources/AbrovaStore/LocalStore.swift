@@ -99,6 +99,8 @@ package actor LocalStore {
     /// Closes the store's file now (another store may then open it); every later call throws,
     /// and a stream asked for later ends at once.
     package func close() {
+        // A count whose notice waits is told before the streams end: the last count is always told.
+        if listeners.unsentCountNotices.isScheduled { listeners.tellUnsentCount(unsentWriteCount) }
         isClosed = true
         database.close()
         memory.closed()
@@ -106,7 +108,7 @@ package actor LocalStore {
             switch listener {
             case .document(_, let continuation, _): continuation.finish()
             case .query(_, let continuation, _): continuation.finish()
-            case .unsentWrites(let continuation): continuation.finish()
+            case .unsentWrites(let continuation, _): continuation.finish()
             case .liveListenerCount(let continuation): continuation.finish()
             }
         }

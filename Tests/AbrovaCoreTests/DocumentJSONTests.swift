@@ -51,6 +51,38 @@ import Testing
         #expect(read == state)
     }
 
+    /// Shapes the random edits do not make: empty maps and nulls as values, nested and empty sets,
+    /// a field removed under a live one, a document whose only field is a set. Each reads back whole.
+    @Test func unusualShapesReadBackWhole() throws {
+        func path(_ dotted: String) throws -> FieldPath { try FieldPath(dotted) }
+        var edits: [[DocumentDelta]] = []
+        edits.append([
+            try DocumentDelta.create(["x": .null, "box": .map([:]), "list": []], base: .zero),
+            try DocumentDelta.update(set: [try path("a.b"): .map([:]), try path("a.c"): 1, try path("y.z"): .null], base: Version(1)),
+        ])
+        edits.append([
+            try DocumentDelta.create(["n": 1], base: .zero),
+            try DocumentDelta.update(setAdd: [try path("s.t"): ["milk", "eggs"], try path("e.f"): ["x"]], base: Version(1)),
+            try DocumentDelta.update(setRemove: [try path("e.f"): ["x"]], base: Version(2)),
+        ])
+        edits.append([
+            try DocumentDelta.create(["n": 1], base: .zero),
+            try DocumentDelta.update(set: [try path("a.b"): 1, try path("a.c"): 2], base: Version(1)),
+            try DocumentDelta.update(set: [try path("a"): 3], base: Version(2)),
+        ])
+        edits.append([
+            try DocumentDelta.create([:], base: .zero),
+            try DocumentDelta.update(setAdd: [try path("items"): ["milk"]], base: Version(1)),
+        ])
+        for deltas in edits {
+            var state = DocumentState()
+            for (index, delta) in deltas.enumerated() { state.applyLocally(delta, at: Version(UInt64(index + 1))) }
+            let (versions, view) = state.storedForms
+            let read = try DocumentState(versions: try Value(json: versions), view: try view.map { try Value(json: $0) })
+            #expect(read == state, "\(String(decoding: versions, as: UTF8.self)) beside \(view ?? "nil")")
+        }
+    }
+
     /// Stores written before the default version list every live register, and read as before.
     @Test func versionsListedOneByOneStillRead() throws {
         var state = DocumentState()

@@ -95,7 +95,8 @@ import Testing
 
         let sent = batches.flatMap { $0 }
         if sent.sorted() != Array(0..<written) { return "sent \(sent.sorted()), written 0..<\(written)" }
-        for (earlier, later) in zip(batches, batches.dropFirst()) where !earlier.isEmpty && !later.isEmpty {
+        let carrying = batches.filter { !$0.isEmpty }
+        for (earlier, later) in zip(carrying, carrying.dropFirst()) {
             if earlier.max()! > later.min()! { return "a batch carried \(earlier.sorted()), the next \(later.sorted())" }
         }
         if await store.unsentWriteCount != 0 { return "\(await store.unsentWriteCount) writes left unsent" }
