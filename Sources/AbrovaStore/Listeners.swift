@@ -58,7 +58,7 @@ struct Listeners {
 /// `interval` ago, else once at the end of that interval, with the count as it is then. A burst
 /// of writes then wakes a listener (a thread, for the app's pending count) once an interval, not
 /// once a write, and the last count is always told.
-struct CountNoticeThrottle: Equatable {
+struct CountNoticeThrottle {
     /// The shortest time between two notices.
     static let interval = Duration.milliseconds(10)
 

@@ -93,10 +93,7 @@ import Testing
             _ = try await device.settle(batch: frozen.batch.sequence, results: answer)
             // Under manual, the app's resolver keeps the server's document (the document's later
             // changes wait until it has decided).
-            for conflict in try await device.unresolvedConflicts() {
-                let seen = try await device.confirmedDocument(conflict.key).version
-                try await device.resolveConflict(conflict.key, with: nil, seenVersion: seen)
-            }
+            try await device.resolveEveryConflictKeepingTheServersDocument()
             return true
         }
         func pull(_ device: LocalStore) async throws {
@@ -164,5 +161,15 @@ import Testing
             if snapshot.metadata.hasPendingWrites { return "device \(index) says \(key) has pending writes" }
         }
         return nil
+    }
+}
+
+extension LocalStore {
+    /// The app's resolver under manual, keeping the server's document for every conflict left to it.
+    func resolveEveryConflictKeepingTheServersDocument() throws {
+        for conflict in try unresolvedConflicts() {
+            let seen = try confirmedDocument(conflict.key).version
+            try resolveConflict(conflict.key, with: nil, seenVersion: seen)
+        }
     }
 }

@@ -69,10 +69,7 @@ import Testing
                     change.delta.assignments.keys.compactMap { Int($0.dotted.dropFirst()) }
                 })
             _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: script.strategy))
-            for conflict in try await store.unresolvedConflicts() {
-                let seen = try await store.confirmedDocument(conflict.key).version
-                try await store.resolveConflict(conflict.key, with: nil, seenVersion: seen)
-            }
+            try await store.resolveEveryConflictKeepingTheServersDocument()
             return true
         }
 

@@ -505,7 +505,7 @@ extension DocumentState {
 
     /// The version most live registers hold (the smallest of the most frequent), which the stored
     /// form leaves unsaid for each of them: a document written at once has one version throughout.
-    var commonRegisterVersion: Version? {
+    private var commonRegisterVersion: Version? {
         // Mostly one version: found without counting.
         var only: Version?
         for field in fields.values {
