@@ -315,7 +315,10 @@ public struct DocumentState: Hashable, Sendable {
 
     /// Assigns a leaf value, removing whatever it replaces.
     mutating func assign(_ value: Value, at path: FieldPath, version: Version) {
-        for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
+        // In a flat document, a top-level field replaces nothing but itself.
+        if !isFlat || path.isRoot || path.isNested {
+            for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
+        }
         store(.register(Register(value: value, version: version)), at: path)
     }
 

@@ -207,27 +207,50 @@ package actor LocalStore {
         } catch {
             throw StoreError(error)
         }
-        // Out of the cache, the view is this function's alone and changes in place, without a copy.
-        // Should anything below fail, the entry stays out and is rebuilt from the file when needed.
-        var document = try takenFromCache(key)
-        if requiresExisting && !document.view.exists {
-            throw StoreError(.documentNotFound, "\(key) does not exist")
-        }
+        // The document changes in place in the cache, without a copy of its state; should the
+        // write fail, the entry is dropped and rebuilt from the file when next needed.
         let delta: DocumentDelta
+        let view: DocumentState
+        let viewJSON: String?
+        let newTail: PendingChange
         do {
-            delta = try makeDelta(document.confirmed.version)
-        } catch let error as ValueError {
-            throw StoreError(error)
-        }
-        document.view.applyLocally(delta, at: Self.localVersion)
-        do {
-            try document.view.checkSize()
+            (delta, view, viewJSON) = try changingCachedDocument(key) { document in
+                if requiresExisting && !document.view.exists {
+                    throw StoreError(.documentNotFound, "\(key) does not exist")
+                }
+                let delta: DocumentDelta
+                do {
+                    delta = try makeDelta(document.confirmed.version)
+                } catch let error as ValueError {
+                    throw StoreError(error)
+                }
+                let viewJSON = document.applyLocally(delta)
+                do {
+                    try document.view.checkSize()
+                } catch let error as ValueError {
+                    throw StoreError(error)
+                }
+                return (delta, document.view, viewJSON)
+            }
+            newTail = try appendToQueue(delta, of: key, viewJSON: viewJSON, asWritten: asWritten, alongside: alongside)
         } catch {
-            throw StoreError(error)
+            memory.forget(key)
+            throw error
         }
-        let view = document.view
-        let viewJSON = view.documentJSON
-        let newTail: PendingChange = try database.write { database in
+        let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? memory.tail : nil, batchFrom: memory.nextBatch)
+        memory.wrote(newTail, viewJSON: viewJSON)
+        afterCommit?(&memory)
+        notify(changed: [key])
+        return (DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true)), receipt)
+    }
+
+    /// Commits a write's change: composed into the newest pending change when it can be (see
+    /// `write(_:for:asWritten:)`), else as a new one, with `alongside` in the same transaction.
+    /// Returns the newest pending change after it.
+    private func appendToQueue(
+        _ delta: DocumentDelta, of key: DocumentKey, viewJSON: String?, asWritten: Bool, alongside: ((Database) throws -> Void)?
+    ) throws -> PendingChange {
+        try database.write { database in
             try alongside?(database)
             if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, !tail.isAlone,
                 tail.writes < Self.maximumComposedWrites, Self.isOnNoNewerBase(delta, than: tail.delta)
@@ -255,11 +278,6 @@ package actor LocalStore {
                 sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten,
                 origin: origin)
         }
-        let receipt = WriteReceipt(change: newTail, before: newTail.writes > 1 ? memory.tail : nil, batchFrom: memory.nextBatch)
-        memory.wrote(newTail, document: document, viewJSON: viewJSON)
-        afterCommit?(&memory)
-        notify(changed: [key])
-        return (DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true)), receipt)
     }
 
     /// Undoes the write of `receipt` if its change is still its document's newest pending change,
@@ -494,13 +512,14 @@ package actor LocalStore {
         return document
     }
 
-    /// The document's confirmed state and view, taken out of the cache (one lookup when it is
-    /// there) or rebuilt from the file: the caller's copy is then the only one, and changes in place.
-    func takenFromCache(_ key: DocumentKey) throws -> CachedDocument {
-        if let cached = memory.takeFromCache(key) { return cached }
-        let document = try loaded(key)
-        _ = memory.takeFromCache(key)
-        return document
+    /// Runs `change` on the document's cached confirmed state and view, in place (loaded from the
+    /// file first when it is not in memory).
+    func changingCachedDocument<Result>(_ key: DocumentKey, _ change: (inout CachedDocument) throws -> Result) throws -> Result {
+        if let result = try memory.changeCachedDocument(key, change) { return result }
+        var document = try loaded(key)
+        let result = try change(&document)
+        memory.remember(document, for: key)
+        return result
     }
 
     /// The document's confirmed state alone (no view to rebuild), from memory or the file.

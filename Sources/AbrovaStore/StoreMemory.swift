@@ -7,7 +7,8 @@ import AbrovaCore
 ///
 /// One value owns them because they change together: each method that mirrors a write is called
 /// only once its transaction has committed, so memory never runs ahead of the file (the cache's
-/// own methods, `remember`, `takeFromCache` and `readInflight`, only hold what the file says).
+/// own methods, `remember` and `readInflight`, only hold what the file says; a write's document
+/// changes in place just before its transaction, and is forgotten should the transaction fail).
 /// `invariantViolations()` says what holds between them.
 struct StoreMemory {
     /// The most documents kept in `cache`; a full cache is emptied (cheaper than tracking use).
@@ -66,22 +67,33 @@ struct StoreMemory {
         cache[key] = document
     }
 
-    /// Takes a document out of the cache, so that the caller's copy is the only one and changes in
-    /// place; it is remembered again once its change has committed.
-    mutating func takeFromCache(_ key: DocumentKey) -> LocalStore.CachedDocument? {
-        cache.removeValue(forKey: key)
+    /// Runs `change` on the cached document of `key` in place (its state is not copied); `nil`
+    /// when it is not cached. `change` must not touch the store's memory (it runs within an access
+    /// to it). A write changes its document so before its transaction commits, and calls
+    /// `forget(_:)` should it fail.
+    mutating func changeCachedDocument<Result>(
+        _ key: DocumentKey, _ change: (inout LocalStore.CachedDocument) throws -> Result
+    ) rethrows -> Result? {
+        guard let index = cache.index(forKey: key) else { return nil }
+        return try change(&cache.values[index])
+    }
+
+    /// Drops a document from the cache: it is read from the file when next needed.
+    mutating func forget(_ key: DocumentKey) {
+        cache[key] = nil
     }
 
     // MARK: Events, each after its transaction committed
 
     /// A write committed: `change` is the newest pending change now (new, or `tail` with the write
-    /// composed into it), and the document shows `document`.
-    mutating func wrote(_ change: LocalStore.PendingChange, document: LocalStore.CachedDocument, viewJSON: String?) {
+    /// composed into it), and the document shows `viewJSON` (its cached entry changed in place).
+    mutating func wrote(_ change: LocalStore.PendingChange, viewJSON: String?) {
         // The row's stored change is the one the write just made (while the cache has room).
-        let isKept = decodedPending[change.sequence] != nil || decodedPending.count < Self.decodedWritesLimit
-        decodedPending[change.sequence] = isKept ? change.delta : nil
+        // A change of one write is a new row, which cannot have an entry yet.
+        if decodedPending.count < Self.decodedWritesLimit || (change.writes > 1 && decodedPending[change.sequence] != nil) {
+            decodedPending[change.sequence] = change.delta
+        }
         tail = change
-        remember(document, for: change.key)
         unsent[change.key, default: LocalStore.UnsentDocument(viewJSON: nil, writes: 0)].add(writeShowing: viewJSON)
         unsentWriteCount += 1
     }
@@ -242,7 +254,31 @@ extension LocalStore {
     /// A document's confirmed state and view, as last committed.
     struct CachedDocument: Equatable {
         var confirmed: DocumentState
-        var view: DocumentState
+        /// What the app sees. Setting it otherwise than by `applyLocally(_:)` drops the rendering.
+        var view: DocumentState { didSet { rendered = nil } }
+        /// The view's JSON member by member, kept from one local write to the next so that a write
+        /// renders only the fields it changed; `nil` until a write renders it.
+        private var rendered: RenderedFields?
+
+        init(confirmed: DocumentState, view: DocumentState) {
+            self.confirmed = confirmed
+            self.view = view
+        }
+
+        /// Applies a local write to the view; returns the view's JSON after it.
+        mutating func applyLocally(_ delta: DocumentDelta) -> String? {
+            var rendering = rendered
+            rendered = nil // so that `rendering` is the only reference and changes in place
+            view.applyLocally(delta, at: LocalStore.localVersion)
+            if rendering?.update(after: delta, in: view) != true { rendering = RenderedFields(view) }
+            rendered = rendering
+            return rendering?.json ?? view.documentJSON
+        }
+
+        /// Equal when the states are (the rendering only repeats the view).
+        static func == (left: CachedDocument, right: CachedDocument) -> Bool {
+            left.confirmed == right.confirmed && left.view == right.view
+        }
     }
 
     /// A document with unsent changes: its view after the newest (canonical JSON; `nil` when it

@@ -1,3 +1,4 @@
+import AbrovaTestSupport
 import Testing
 
 @testable import AbrovaCore
@@ -90,5 +91,80 @@ import Testing
         state.applyLocally(try DocumentDelta.update(set: [try FieldPath("qty"): 3], base: Version(7)), at: Version(9))
         let listed = try Value(json: #"{"e":[1,7],"r":{"qty":9,"title":7},"s":{},"t":{}}"#)
         #expect(try DocumentState(versions: listed, view: state.document) == state)
+    }
+}
+
+@Suite struct RenderedFieldsTests {
+    /// Local edits, mostly of top-level fields (so that most steps follow the rendering rather
+    /// than render again), some nested, some creating or deleting the document: wherever the
+    /// rendering follows a change, it writes what `documentJSON` writes.
+    @Test func aRenderingFollowedThroughEditsWritesTheDocumentJSON() async {
+        let topLevel: [FieldPath] = ["a", "b", "c", "s", "t"].map { try! FieldPath($0) }
+        var followedSteps = 0
+        let failure = await Property.check(
+            "rendered fields follow edits",
+            generate: { choices in
+                var state = DocumentState()
+                var operations: [Operation] = []
+                for _ in 0..<choices.int(in: 1...8) {
+                    var operation = Generate.operation(&choices, view: state)
+                    if case .update(let set, let remove, let add, let removeElements) = operation, !choices.chance(oneIn: 4) {
+                        // Mostly top-level paths with leaf values: what the rendering follows.
+                        func flat<V>(_ entries: [FieldPath: V]) -> [FieldPath: V] {
+                            Dictionary(
+                                entries.map { (topLevel[Int($0.key.dotted.utf8.first ?? 0) % 3], $0.value) },
+                                uniquingKeysWith: { first, _ in first })
+                        }
+                        operation = .update(
+                            set: flat(set).mapValues { if case .map = $0 { .int(1) } else { $0 } },
+                            remove: remove.filter { topLevel.contains($0) },
+                            add: add.filter { topLevel.contains($0.key) },
+                            removeElements: removeElements.filter { topLevel.contains($0.key) })
+                    }
+                    state.applyLocally(operation.delta(base: state.version), at: state.version.next)
+                    operations.append(operation)
+                }
+                return operations
+            },
+            property: { operations in
+                var state = DocumentState()
+                var rendered: RenderedFields?
+                for operation in operations {
+                    let delta = operation.delta(base: state.version)
+                    state.applyLocally(delta, at: state.version.next)
+                    if var followed = rendered, followed.update(after: delta, in: state) {
+                        followedSteps += 1
+                        if followed.json != state.documentJSON {
+                            return "after \(operation): \(followed.json), documentJSON \(state.documentJSON ?? "nil")"
+                        }
+                        rendered = followed
+                    } else {
+                        rendered = RenderedFields(state)
+                        if let rendered, rendered.json != state.documentJSON {
+                            return "rendered anew: \(rendered.json), documentJSON \(state.documentJSON ?? "nil")"
+                        }
+                    }
+                }
+                return nil
+            })
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+        #expect(followedSteps > 1_000, "the rendering followed only \(followedSteps) edits")
+    }
+
+    /// A state with a nested path, or one deleted, is rendered whole each time.
+    @Test func nestedOrDeletedDocumentsAreNotFollowed() throws {
+        var state = DocumentState()
+        state.applyLocally(try DocumentDelta.create(["b": 1], base: .zero), at: Version(1))
+        var rendered = try #require(RenderedFields(state))
+        let renderedBeforeDelete = rendered
+        let nested = try DocumentDelta.update(set: [try FieldPath("a.x"): 2], base: Version(1))
+        let nestedState = state.applyingLocally(nested, at: Version(2))
+        let followedNested = rendered.update(after: nested, in: nestedState)
+        #expect(!followedNested)
+        #expect(RenderedFields(nestedState) == nil)
+        rendered = renderedBeforeDelete
+        let delete = DocumentDelta.delete(base: Version(1))
+        let followedDelete = rendered.update(after: delete, in: state.applyingLocally(delete, at: Version(2)))
+        #expect(!followedDelete)
     }
 }

@@ -65,6 +65,21 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(try await store.document(cart).exists == false)
     }
 
+    /// A write refused after it changed the cached view (the document would pass the size limit)
+    /// leaves nothing of itself: reads, the next write and the queue see the document as before.
+    @Test func aWriteRefusedForSizeLeavesTheDocumentAsItWas() async throws {
+        let store = try openStore()
+        let half = String(repeating: "x", count: ValueLimits.maximumDocumentBytes / 2)
+        try await store.setData(["a": .string(half), "n": 1], for: cart)
+        await #expect(throws: StoreError.self) { try await store.updateData(for: cart, set: [path("b"): .string(half)]) }
+        #expect(try await store.document(cart).data == ["a": .string(half), "n": 1])
+        try await store.updateData(for: cart, set: [path("n"): 2])
+        #expect(try await store.document(cart).data == ["a": .string(half), "n": 2])
+        #expect(await store.unsentWriteCount == 2)
+        let batch = try #require(try await store.freezeBatch())
+        #expect(batch.batch.changes.map { Set($0.delta.assignments.keys) } == [[path("a"), path("n")]])
+    }
+
     @Test func writesSurviveReopeningTheStore() async throws {
         do {
             let store = try openStore()

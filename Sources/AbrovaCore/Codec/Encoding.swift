@@ -661,15 +661,20 @@ extension DocumentState {
             guard field.isLive else { continue }
             if !first { bytes.append(UInt8(ascii: ",")) }
             first = false
-            Value.writeJSONString(path.dotted, to: &bytes)
-            bytes.append(UInt8(ascii: ":"))
-            switch field {
-            case .register(let register): register.value?.writeCanonicalJSON(to: &bytes)
-            case .set(let set): Value.array(set.sortedElements).writeCanonicalJSON(to: &bytes)
-            }
+            Self.writeMember(path, field, to: &bytes)
         }
         bytes.append(UInt8(ascii: "}"))
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends a flat document's member for a live field: `"path":value`.
+    static func writeMember(_ path: FieldPath, _ field: Field, to bytes: inout [UInt8]) {
+        Value.writeJSONString(path.dotted, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        switch field {
+        case .register(let register): register.value?.writeCanonicalJSON(to: &bytes)
+        case .set(let set): Value.array(set.sortedElements).writeCanonicalJSON(to: &bytes)
+        }
     }
 
     /// The canonical JSON of a document with nested fields, written from the fields without a
