@@ -93,8 +93,9 @@ public struct DocumentState: Hashable, Sendable {
     public private(set) var fields: [FieldPath: Field]
     /// The highest version anywhere in the state: the base a client uses for its next change.
     public private(set) var version: Version
-    /// Every strict prefix of a stored path (paths are never taken out, so this only grows), so that
-    /// "is anything stored under P?" is a lookup, not a scan, for documents without nesting.
+    /// Every strict prefix of a stored path but the root (paths are never taken out, so this only
+    /// grows), so that "is anything stored under P?" is a lookup, not a scan, for documents without
+    /// nesting. Empty for a flat document: its fields are put in without touching it.
     private var interiorPaths: Set<FieldPath>
     /// The size of the live fields: the UTF-8 bytes of each live path and its canonical value.
     /// This is what `ValueLimits.maximumDocumentBytes` limits.
@@ -120,7 +121,7 @@ public struct DocumentState: Hashable, Sendable {
     }
 
     /// Whether no stored path has a prefix other than the root: every field is top-level.
-    var isFlat: Bool { interiorPaths.count <= 1 }
+    var isFlat: Bool { interiorPaths.isEmpty }
 
     /// The document as apps see it: nested maps of the live fields, or `nil` when it does not exist.
     public var document: Value? {
@@ -227,7 +228,7 @@ public struct DocumentState: Hashable, Sendable {
     /// Keeps the bookkeeping true for a field just put at a path that held none.
     private mutating func noteAdded(_ field: Field, at path: FieldPath) {
         var prefix = path
-        while let parent = prefix.parent {
+        while let parent = prefix.parent, !parent.isRoot {
             if !interiorPaths.insert(parent).inserted { break }
             prefix = parent
         }
@@ -422,7 +423,7 @@ public struct DocumentState: Hashable, Sendable {
         if size != byteSize { problems.append("byteSize \(byteSize) is not \(size)") }
         for path in fields.keys {
             var prefix = path
-            while let parent = prefix.parent {
+            while let parent = prefix.parent, !parent.isRoot {
                 if !interiorPaths.contains(parent) { problems.append("missing interior path \(parent)") }
                 prefix = parent
             }

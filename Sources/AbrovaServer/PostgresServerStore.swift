@@ -135,6 +135,12 @@ public final class PostgresServerStore: ServerStore, Sendable {
     }
 
     public func changes(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [StoredDocument] {
+        try encodedChanges(after: version, limit: limit, collections: collections, maximumBytes: maximumBytes).map { try $0.decoded() }
+    }
+
+    public func encodedChanges(
+        after version: Version, limit: Int, collections: [String]?, maximumBytes: Int
+    ) throws -> [EncodedDocument] {
         try retryingOnce {
             try pool.withConnection { connection in
                 let after = PostgresValue.integer(Int64(bitPattern: version.rawValue))
@@ -145,7 +151,11 @@ public final class PostgresServerStore: ServerStore, Sendable {
                     } else {
                         try connection.run(Statements.changes, [after, .integer(Int64(limit)), budget])
                     }
-                return try (0..<rows.count).map { try Self.storedDocument(rows, $0) }
+                return (0..<rows.count).map { row in
+                    EncodedDocument(
+                        key: DocumentKey(collection: rows.text(row, 0), id: rows.text(row, 1)), owner: rows.text(row, 2),
+                        version: Version(UInt64(bitPattern: rows.integer(row, 3))), encodedState: rows.bytes(row, 4))
+                }
             }
         }
     }

@@ -110,6 +110,12 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
     }
 
     public func changes(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [StoredDocument] {
+        try encodedChanges(after: version, limit: limit, collections: collections, maximumBytes: maximumBytes).map { try $0.decoded() }
+    }
+
+    public func encodedChanges(
+        after version: Version, limit: Int, collections: [String]?, maximumBytes: Int
+    ) throws -> [EncodedDocument] {
         try read { database in
             // The budget is counted on lengths alone (SQLite reads a blob's length from the record
             // header), and only the states within it are read.
@@ -126,7 +132,11 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
                 SELECT d.collection, d.id, d.owner, d.version, d.state FROM (\(window)) w JOIN documents d ON d.version = w.version
                 WHERE w.before < ? ORDER BY d.version
                 """
-            return try database.query(sql, bindings, Self.storedDocument)
+            return try database.query(sql, bindings) { row in
+                EncodedDocument(
+                    key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), owner: row.text(2) ?? "",
+                    version: Version(UInt64(bitPattern: row.integer(3))), encodedState: row.blob(4) ?? [])
+            }
         }
     }
 

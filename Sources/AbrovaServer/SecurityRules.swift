@@ -34,6 +34,11 @@ public struct StoredDocument: Hashable, Sendable {
 public protocol SecurityRules: Sendable {
     /// Whether `caller` may see `document` (which may be a tombstone).
     func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool
+    /// Whether `caller` may see the document of `key` owned by `owner`, whatever it holds: `nil`
+    /// when that depends on what it holds, and `allowsRead(_:by:)` decides on the document read.
+    /// Rules that answer here let a pull send a document's state as stored, without reading it;
+    /// the answer must be the one `allowsRead(_:by:)` gives.
+    func allowsRead(_ key: DocumentKey, ownedBy owner: String, by caller: Caller) -> Bool?
     /// Whether `caller` may change `before` (`nil`: the document is new) into `after`.
     func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool
     /// Why `caller` may not write to `key` whatever the document holds, or `nil`: judged on the
@@ -51,6 +56,7 @@ public protocol SecurityRules: Sendable {
 
 extension SecurityRules {
     public var readRevision: String { "" }
+    public func allowsRead(_ key: DocumentKey, ownedBy owner: String, by caller: Caller) -> Bool? { nil }
     public func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String? { nil }
 }
 
@@ -112,8 +118,13 @@ public struct PresetRules: SecurityRules, Hashable {
     public var readRevision: String { "read=\(read.rawValue)" }
 
     public func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool {
+        allowsRead(document.key, ownedBy: document.owner, by: caller) ?? false
+    }
+
+    /// Reads depend on the owner and the caller alone: never `nil`.
+    public func allowsRead(_ key: DocumentKey, ownedBy owner: String, by caller: Caller) -> Bool? {
         switch read {
-        case .owner: caller.userID == document.owner
+        case .owner: caller.userID == owner
         case .authenticated: caller.userID != nil
         case .public: true
         }

@@ -70,6 +70,10 @@ public protocol ServerStore: Sendable {
     /// state (always one, when there is one): a pull of large documents reads only what a page
     /// can hold.
     func changes(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [StoredDocument]
+    /// `changes(after:limit:collections:maximumBytes:)` with each state as the store holds it, not
+    /// read: a pull sends those bytes as they are when the rules need nothing of what a document
+    /// holds.
+    func encodedChanges(after version: Version, limit: Int, collections: [String]?, maximumBytes: Int) throws -> [EncodedDocument]
     /// Removes tombstones of documents deleted before `time`; returns the tombstone horizon.
     func purgeTombstones(deletedBefore time: Date) throws -> Version
     /// The highest version of a removed tombstone: a pull from a cursor below it may miss a delete.
@@ -84,6 +88,48 @@ public protocol ServerStore: Sendable {
     func observeCommits(_ committed: @escaping @Sendable () -> Void) -> (any CommitObservation)?
 }
 
+/// A committed document as a store holds it: its state in the compact form, canonical JSON as
+/// the wire carries it (`DocumentState.encodedBytes`), not read.
+public struct EncodedDocument: Hashable, Sendable {
+    /// Which document.
+    public var key: DocumentKey
+    /// The user who created it.
+    public var owner: String
+    /// The version of its last change.
+    public var version: Version
+    /// The state's compact form.
+    public var encodedState: [UInt8]
+
+    /// A document as stored.
+    public init(key: DocumentKey, owner: String, version: Version, encodedState: [UInt8]) {
+        self.key = key
+        self.owner = owner
+        self.version = version
+        self.encodedState = encodedState
+    }
+
+    /// Whether the document exists, as the compact form begins (`{"e":[1,` or `{"e":[0,`); `nil`
+    /// when it begins otherwise.
+    public var exists: Bool? {
+        let prefix = #"{"e":["#.utf8
+        guard encodedState.count > prefix.count + 1, encodedState.starts(with: prefix),
+            encodedState[prefix.count + 1] == UInt8(ascii: ",")
+        else { return nil }
+        switch encodedState[prefix.count] {
+        case UInt8(ascii: "1"): return true
+        case UInt8(ascii: "0"): return false
+        default: return nil
+        }
+    }
+
+    /// The document with its state read.
+    ///
+    /// - Throws: `ValueError` when the bytes are not a state.
+    public func decoded() throws -> StoredDocument {
+        StoredDocument(key: key, owner: owner, version: version, state: try DocumentState(encodedJSON: encodedState))
+    }
+}
+
 /// Commits being observed (`ServerStore.observeCommits`).
 public protocol CommitObservation: Sendable {
     /// Stops the calls; one already running may still finish.
@@ -93,6 +139,15 @@ public protocol CommitObservation: Sendable {
 extension ServerStore {
     /// One process writes to the database: its own pushes are all the commits there are.
     public func observeCommits(_ committed: @escaping @Sendable () -> Void) -> (any CommitObservation)? { nil }
+
+    /// The changes, each state encoded again (a store that keeps states in another form).
+    public func encodedChanges(
+        after version: Version, limit: Int, collections: [String]?, maximumBytes: Int
+    ) throws -> [EncodedDocument] {
+        try changes(after: version, limit: limit, collections: collections, maximumBytes: maximumBytes).map {
+            EncodedDocument(key: $0.key, owner: $0.owner, version: $0.version, encodedState: $0.state.encodedBytes)
+        }
+    }
 
     /// `changes(after:limit:collections:maximumBytes:)` without a byte budget.
     public func changes(after version: Version, limit: Int, collections: [String]?) throws -> [StoredDocument] {

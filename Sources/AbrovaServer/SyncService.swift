@@ -284,7 +284,7 @@ public final class SyncService: Sendable {
     ///   range or a bad collection name; `.resyncRequired` when tombstones newer than the cursor
     ///   were removed (the client must pull from the beginning); `.failed` when the store fails.
     public func pull(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(Refusal) -> PullResponse {
-        try pullPage(cursor: cursor, limit: limit, collections: collections, caller: caller).response
+        try pullPage(cursor: cursor, limit: limit, collections: collections, readsDocuments: true, caller: caller).response
     }
 
     /// The body of the page `pull(cursor:limit:collections:caller:)` answers, each document
@@ -294,11 +294,14 @@ public final class SyncService: Sendable {
     public func pullBody(
         cursor: String?, limit: Int? = nil, collections: [String]? = nil, form: PullForm = .full, caller: Caller
     ) throws(Refusal) -> [UInt8] {
-        try pullPage(cursor: cursor, limit: limit, collections: collections, form: form, caller: caller).body
+        try pullPage(cursor: cursor, limit: limit, collections: collections, form: form, readsDocuments: false, caller: caller).body
     }
 
+    /// A page's documents (read only when `readsDocuments`) and its body. A document whose
+    /// rules decide its read by its owner alone goes into a page of states alone as stored,
+    /// without its state being read.
     private func pullPage(
-        cursor: String?, limit: Int?, collections: [String]?, form: PullForm = .full,
+        cursor: String?, limit: Int?, collections: [String]?, form: PullForm = .full, readsDocuments: Bool,
         caller: Caller
     ) throws(Refusal) -> (response: PullResponse, body: [UInt8]) {
         let limit = limit ?? min(500, configuration.limits.maximumPageSize)
@@ -312,27 +315,55 @@ public final class SyncService: Sendable {
         // everything scanned. A page is full at `limit` documents or `maximumPageBytes` of them,
         // whichever comes first (a page of large documents holds fewer, at least one).
         var documents: [ServerDocument] = []
+        var pageCount = 0
         var page = PullResponse.Writer(form: form)
         var position = after
         var hasMore = false
         scan: for _ in 0..<8 {
             let rows = try Self.storeCall(log: configuration.log) {
-                try store.changes(
+                try store.encodedChanges(
                     after: position, limit: limit, collections: collections, maximumBytes: configuration.limits.maximumPageBytes)
             }
             for row in rows {
-                guard rules.rules(for: row.key.collection).allowsRead(row, by: caller) else {
+                let rules = rules.rules(for: row.key.collection)
+                var read: StoredDocument?
+                func document() throws(Refusal) -> StoredDocument {
+                    if let read { return read }
+                    let document = try Self.storeCall(log: configuration.log) { try row.decoded() }
+                    read = document
+                    return document
+                }
+                let isReadable =
+                    if let decided = rules.allowsRead(row.key, ownedBy: row.owner, by: caller) {
+                        decided
+                    } else {
+                        rules.allowsRead(try document(), by: caller)
+                    }
+                guard isReadable else {
                     position = row.version
                     continue
                 }
-                let document = row.serverDocument
-                guard page.append(document, maximumBytes: configuration.limits.maximumPageBytes) else {
+                let isAdded: Bool
+                var served: ServerDocument?
+                if !readsDocuments, form == .state, let exists = row.exists {
+                    isAdded = try Self.storeCall(log: configuration.log) {
+                        try page.append(
+                            row.key, version: row.version, exists: exists, encodedState: row.encodedState,
+                            maximumBytes: configuration.limits.maximumPageBytes)
+                    }
+                } else {
+                    let document = try document().serverDocument
+                    isAdded = page.append(document, maximumBytes: configuration.limits.maximumPageBytes)
+                    served = document
+                }
+                guard isAdded else {
                     hasMore = true
                     break scan
                 }
+                if readsDocuments, let served { documents.append(served) }
                 position = row.version
-                documents.append(document)
-                if documents.count == limit {
+                pageCount += 1
+                if pageCount == limit {
                     hasMore = true
                     break scan
                 }

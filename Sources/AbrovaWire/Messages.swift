@@ -256,18 +256,25 @@ public struct ServerDocument: Hashable, Sendable {
     /// Appends the canonical JSON form; without `data` unless `includesData` (it follows from
     /// the state, which is what a device keeps).
     func write(to bytes: inout [UInt8], includesData: Bool = true) {
-        // Keys in canonical order: collection, data, deleted, id, state, version.
         let (data, encoded) = includesData ? state.documentJSONAndEncoded : (nil, state.encodedBytes)
+        Self.write(key, version: version, exists: state.exists, data: data, encodedState: encoded, to: &bytes)
+    }
+
+    /// Appends a document's object from its parts: `encodedState` is the state's compact form.
+    static func write(
+        _ key: DocumentKey, version: Version, exists: Bool, data: String?, encodedState: [UInt8], to bytes: inout [UInt8]
+    ) {
+        // Keys in canonical order: collection, data, deleted, id, state, version.
         bytes.append(contentsOf: #"{"collection":"#.utf8)
         Value.writeJSONString(key.collection, to: &bytes)
         if let data {
             bytes.append(contentsOf: #","data":"#.utf8)
             bytes.append(contentsOf: data.utf8)
         }
-        bytes.append(contentsOf: state.exists ? #","deleted":false,"id":"#.utf8 : #","deleted":true,"id":"#.utf8)
+        bytes.append(contentsOf: exists ? #","deleted":false,"id":"#.utf8 : #","deleted":true,"id":"#.utf8)
         Value.writeJSONString(key.id, to: &bytes)
         bytes.append(contentsOf: #","state":"#.utf8)
-        bytes.append(contentsOf: encoded)
+        bytes.append(contentsOf: encodedState)
         bytes.append(contentsOf: #","version":"#.utf8)
         Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
         bytes.append(UInt8(ascii: "}"))
@@ -337,9 +344,33 @@ public struct PullResponse: Hashable, Sendable {
         /// the page already holds one; returns whether it was added.
         @discardableResult
         public mutating func append(_ document: ServerDocument, maximumBytes: Int = .max) -> Bool {
+            let includesData = includesData
+            return append(maximumBytes: maximumBytes) { document.write(to: &$0, includesData: includesData) }
+        }
+
+        /// Adds a document given as its state's compact form (canonical, as `DocumentState.
+        /// encodedBytes` writes it), as `append(_:maximumBytes:)` would add it: copied as it is
+        /// into a page of states alone; a page with data reads it for the data.
+        ///
+        /// - Throws: `ValueError` when a page with data cannot read the state.
+        @discardableResult
+        public mutating func append(
+            _ key: DocumentKey, version: Version, exists: Bool, encodedState: [UInt8], maximumBytes: Int = .max
+        ) throws -> Bool {
+            if includesData {
+                return append(
+                    ServerDocument(key: key, version: version, state: try DocumentState(encodedJSON: encodedState)),
+                    maximumBytes: maximumBytes)
+            }
+            return append(maximumBytes: maximumBytes) {
+                ServerDocument.write(key, version: version, exists: exists, data: nil, encodedState: encodedState, to: &$0)
+            }
+        }
+
+        private mutating func append(maximumBytes: Int, _ write: (inout [UInt8]) -> Void) -> Bool {
             let mark = documentBytes.count
             if count > 0 { documentBytes.append(UInt8(ascii: ",")) }
-            document.write(to: &documentBytes, includesData: includesData)
+            write(&documentBytes)
             guard documentBytes.count <= maximumBytes || count == 0 else {
                 documentBytes.removeSubrange(mark...)
                 return false

@@ -320,6 +320,108 @@ extension ServerSuites {
 
 extension ServerSuites {
     @Suite struct PullAndReadTests {
+        /// Rules that decide reads as the owner-only preset does, but only on the document read:
+        /// a pull must then read every state.
+        struct ReadingOwnerOnly: SecurityRules {
+            func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool { caller.userID == document.owner }
+            func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool {
+                PresetRules.ownerOnly.allowsWrite(before: before, after: after, by: caller)
+            }
+            func validate(_ document: StoredDocument) throws(Refusal) {}
+            var readRevision: String { PresetRules.ownerOnly.readRevision }
+        }
+
+        /// A state as stored goes into a page as the state read would: for random states, existing
+        /// or deleted, in both forms of page; and the front of the stored form says whether the
+        /// document exists.
+        @Test func aStateAsStoredIsWrittenAsTheStateRead() async {
+            let failure = await Property.check(
+                "stored states copied into pages", cases: 500,
+                generate: { choices in
+                    var state = DocumentState()
+                    for step in 0..<choices.int(in: 1...4) {
+                        let version = Version(UInt64(step + 1))
+                        switch choices.below(4) {
+                        case 0: state.applyLocally(DocumentDelta.delete(base: state.version), at: version)
+                        case 1:
+                            let elements: [Value] = (0..<choices.below(3)).map { .string("e\($0)") }
+                            let change = try? DocumentDelta.update(setAdd: [path("tags"): elements], base: state.version)
+                            state.applyLocally(change ?? DocumentDelta(), at: version)
+                        default:
+                            var data: [String: Value] = [:]
+                            for _ in 0..<choices.below(4) {
+                                data[choices.element(of: ["a", "b", "note"])] = choices.element(of: [1, "x\"é", 2.5, true, .null, ["k": 1]])
+                            }
+                            state.applyLocally((try? DocumentDelta.create(data, base: state.version)) ?? DocumentDelta(), at: version)
+                        }
+                    }
+                    return state
+                },
+                property: { state in
+                    let key = DocumentKey(collection: "carts", id: "c1")
+                    let stored = EncodedDocument(key: key, owner: "ana", version: Version(9), encodedState: state.encodedBytes)
+                    guard stored.exists == state.exists else { return "exists read as \(String(describing: stored.exists))" }
+                    guard (try? stored.decoded().state) == state else { return "the stored form reads back otherwise" }
+                    for form in [PullForm.state, .full] {
+                        var copied = PullResponse.Writer(form: form)
+                        var written = PullResponse.Writer(form: form)
+                        let isCopied = try? copied.append(key, version: Version(9), exists: state.exists, encodedState: stored.encodedState)
+                        guard isCopied == true
+                        else { return "not copied into a \(form) page" }
+                        written.append(ServerDocument(key: key, version: Version(9), state: state))
+                        let copiedBody = copied.finish(cursor: "c", hasMore: false)
+                        let writtenBody = written.finish(cursor: "c", hasMore: false)
+                        if copiedBody != writtenBody {
+                            let copiedText = String(decoding: copiedBody, as: UTF8.self)
+                            return "\(form): \(copiedText) vs \(String(decoding: writtenBody, as: UTF8.self))"
+                        }
+                    }
+                    return nil
+                })
+            if let failure { Issue.record(Comment(rawValue: failure.description)) }
+            for front in ["", "{}", #"{"e":[2,1],"f":{}}"#, #"{"e":[1"#, #" {"e":[1,1],"f":{}}"#] {
+                #expect(EncodedDocument(key: cart, owner: "ana", version: Version(1), encodedState: Array(front.utf8)).exists == nil)
+            }
+        }
+
+        /// Under rules that decide reads by the owner, a page of states alone carries each state as
+        /// stored, unread: the same pages as rules that read every document to decide (tombstones,
+        /// other users' documents skipped, pages cut by bytes).
+        @Test(arguments: StoreKind.available)
+        func statesCopiedAsStoredMakeTheSamePagesAsStatesRead(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind, limits: WireLimits(maximumPageBytes: 250))
+            let reading = try SyncService(
+                store: fixture.test.store, rules: RuleBook(fallback: ReadingOwnerOnly()),
+                configuration: ServiceConfiguration(limits: WireLimits(maximumPageBytes: 250), clock: { fixture.now.value }))
+            for (index, user) in ["ana", "bo", "ana", "ana", "bo", "ana"].enumerated() {
+                let key = DocumentKey(collection: "carts", id: "\(user)-\(index)")
+                try fixture.push(
+                    [
+                        (
+                            key,
+                            try .create(
+                                ["items": ["milk", .string("x\(index)")], "qty": .int(Int64(index)), "note": "é\"\n"], base: .zero)
+                        )
+                    ],
+                    as: user, sequence: Int64(index + 1))
+            }
+            try fixture.push([(DocumentKey(collection: "carts", id: "ana-2"), .delete(base: Version(3)))], as: "ana", sequence: 10)
+            var pages = 0
+            var cursor: String?
+            var copiedDocuments = 0
+            while pages < 20 {
+                let copied = try fixture.service.pullBody(cursor: cursor, limit: 3, form: .state, caller: .user("ana"))
+                let read = try reading.pullBody(cursor: cursor, limit: 3, form: .state, caller: .user("ana"))
+                #expect(String(decoding: copied, as: UTF8.self) == String(decoding: read, as: UTF8.self))
+                let page = try PullResponse(body: copied)
+                copiedDocuments += page.documents.count
+                pages += 1
+                cursor = page.cursor
+                if !page.hasMore { break }
+            }
+            #expect(copiedDocuments == 4 && pages > 2)
+        }
+
         let cart = DocumentKey(collection: "carts", id: "c1")
 
         @Test(arguments: StoreKind.available)
