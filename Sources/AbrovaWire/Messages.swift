@@ -467,9 +467,20 @@ extension ServerDocument {
         var id: String?
         var version: Version?
         var state: DocumentState?
-        var seen: Set<String> = []
+        var seen: UInt8 = 0 // a bit per key, so that a repeated one is refused
         while let key = try reader.nextKey() {
-            guard seen.insert(key).inserted else { return nil }
+            let bit: UInt8 =
+                switch key {
+                case "collection": 1
+                case "id": 2
+                case "version": 4
+                case "state": 8
+                case "data": 16
+                case "deleted": 32
+                default: 0
+                }
+            guard bit != 0, seen & bit == 0 else { return nil }
+            seen |= bit
             switch key {
             case "collection", "id":
                 guard case .string(let text) = try reader.readValue() else { return nil }
