@@ -7,29 +7,37 @@ extension LocalStore {
     /// cursor (documents read online), the cursor stays where it is: states join, so a later page
     /// holding the same documents changes nothing.
     package func applyPulledPage(_ documents: [(key: DocumentKey, state: DocumentState)], cursor: String?) throws(StoreError) {
+        try applyPulledPage(pulled: documents.map { (key: $0.key, state: PulledState($0.state)) }, cursor: cursor)
+    }
+
+    /// `applyPulledPage(_:cursor:)` for states as a page brought them: a document the device does
+    /// not hold yet is stored from the forms the page's reader wrote, its state never built.
+    package func applyPulledPage(pulled documents: [(key: DocumentKey, state: PulledState)], cursor: String?) throws(StoreError) {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
-            var inserted: Set<DocumentKey> = []
+            // Inserted documents, kept as pulled: needed again only when a page repeats one.
+            var inserted: [DocumentKey: PulledState] = [:]
             var unsentViews: [DocumentKey: String?] = [:]
             try database.write { database in
-                for (key, state) in documents {
+                for (key, pulled) in documents {
                     // A document this device has never seen (the bulk of an initial sync) is just
                     // inserted; the insert tells whether it was there after all. It is not kept in
                     // memory: an initial sync would fill the cache, and empty it, again and again.
-                    if updated[key] == nil, memory.cache[key] == nil, memory.unsent[key] == nil {
-                        let (versions, view) = state.storedForms
+                    if memory.cache[key] == nil, memory.unsent[key] == nil, updated[key] == nil, inserted[key] == nil {
+                        let (versions, view) = pulled.storedForms
                         try database.run(
                             """
                             INSERT INTO documents (collection, id, confirmed, view) VALUES (?, ?, ?, ?)
                             ON CONFLICT (collection, id) DO NOTHING
                             """, [.text(key.collection), .text(key.id), .blob(versions), SQLiteValue(view)])
                         if database.changes == 1 {
-                            updated[key] = CachedDocument(confirmed: state, view: state)
-                            inserted.insert(key)
+                            inserted[key] = pulled
                             continue
                         }
                     }
-                    var document = try updated[key] ?? loaded(key)
+                    let state = pulled.state
+                    let insertedEarlier = inserted.removeValue(forKey: key).map { CachedDocument(confirmed: $0.state, view: $0.state) }
+                    var document = try updated[key] ?? insertedEarlier ?? loaded(key)
                     document.confirmed.merge(state)
                     document.view = document.confirmed
                     if memory.unsent[key] != nil {
@@ -48,8 +56,8 @@ extension LocalStore {
                 }
             }
             // Only now that the page is committed does memory follow it.
-            memory.pulled(updated.filter { !inserted.contains($0.key) }, unsentViews: unsentViews)
-            notify(changed: Set(updated.keys), unsentWritesChanged: false)
+            memory.pulled(updated, unsentViews: unsentViews)
+            notify(changed: Set(inserted.keys).union(updated.keys), unsentWritesChanged: false)
         }
     }
 

@@ -604,7 +604,7 @@ actor SyncRunner {
             markReachable()
             cursor = page.cursor
             if page.hasMore { request = fetchPage(after: page.cursor) }
-            try await store.applyPulledPage(page.documents.map { (key: $0.key, state: $0.state) }, cursor: page.cursor)
+            try await store.applyPulledPage(pulled: page.documents.map { (key: $0.key, state: $0.pulled) }, cursor: page.cursor)
             runProgress.pulledDocuments += page.documents.count
             runProgress.isPulling = page.hasMore
             events.emit(.progress(runProgress))

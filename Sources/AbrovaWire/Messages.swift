@@ -225,14 +225,26 @@ public struct ServerDocument: Hashable, Sendable {
     public var key: DocumentKey
     /// The version of its last change.
     public var version: Version
-    /// Its state.
-    public var state: DocumentState
+    /// Its state as a device takes it: read as a pulled page comes, with what a device stores for
+    /// it, for the common shape, written on the way (`PulledState`).
+    public var pulled: PulledState
+
+    /// Its state (built from `pulled` each time it is read).
+    public var state: DocumentState {
+        get { pulled.state }
+        set { pulled = PulledState(newValue) }
+    }
 
     /// A document at `version`.
     public init(key: DocumentKey, version: Version, state: DocumentState) {
+        self.init(key: key, version: version, pulled: PulledState(state))
+    }
+
+    /// A document at `version`, its state as a page brought it.
+    public init(key: DocumentKey, version: Version, pulled: PulledState) {
         self.key = key
         self.version = version
-        self.state = state
+        self.pulled = pulled
     }
 
     init(wire value: Value, in context: String) throws(Refusal) {
@@ -241,7 +253,7 @@ public struct ServerDocument: Hashable, Sendable {
             collection: try string(parts["collection"], named: "\(context).collection"),
             id: try string(parts["id"], named: "\(context).id"))
         version = try Version(wire: parts["version"], named: "\(context).version")
-        state = try AbrovaWire.state(parts["state"], in: context)
+        pulled = PulledState(try AbrovaWire.state(parts["state"], in: context))
     }
 
     /// The canonical JSON body of an online read's answer: `{"collection", "data", "deleted", "id",
@@ -256,6 +268,7 @@ public struct ServerDocument: Hashable, Sendable {
     /// Appends the canonical JSON form; without `data` unless `includesData` (it follows from
     /// the state, which is what a device keeps).
     func write(to bytes: inout [UInt8], includesData: Bool = true) {
+        let state = state
         let (data, encoded) = includesData ? state.documentJSONAndEncoded : (nil, state.encodedBytes)
         Self.write(key, version: version, exists: state.exists, data: data, encodedState: encoded, to: &bytes)
     }
@@ -466,7 +479,7 @@ extension ServerDocument {
         var collection: String?
         var id: String?
         var version: Version?
-        var state: DocumentState?
+        var state: PulledState?
         var seen: UInt8 = 0 // a bit per key, so that a repeated one is refused
         while let key = try reader.nextKey() {
             let bit: UInt8 =
@@ -489,7 +502,7 @@ extension ServerDocument {
                 guard case .int(let number) = try reader.readValue(), number >= 0 else { return nil }
                 version = Version(UInt64(number))
             case "state":
-                guard let read = DocumentState.readEncoded(from: &reader) else { return nil }
+                guard let read = PulledState.read(from: &reader) else { return nil }
                 state = read
             case "data", "deleted":
                 // Not needed: the state says it all. Only checked, as the tree reading checks it.
@@ -499,7 +512,7 @@ extension ServerDocument {
             }
         }
         guard let collection, let id, let version, let state else { return nil }
-        return ServerDocument(key: DocumentKey(collection: collection, id: id), version: version, state: state)
+        return ServerDocument(key: DocumentKey(collection: collection, id: id), version: version, pulled: state)
     }
 }
 

@@ -168,3 +168,71 @@ import Testing
         #expect(!followedDelete)
     }
 }
+
+@Suite struct PulledStateTests {
+    /// A state read as a page brings it is the state its compact form holds, with the stored forms
+    /// the state writes: for random server histories, for flat documents of top-level values (the
+    /// shape read with its forms written on the way), and for the same bytes mutated, which it
+    /// refuses exactly when the state reader does.
+    @Test func aPulledStateIsTheStateWithItsStoredForms() async {
+        var flatCases = 0
+        var mutatedAccepted = 0
+        let failure = await Property.check(
+            "pulled states",
+            generate: { choices -> (state: DocumentState, mutated: [UInt8]) in
+                var state: DocumentState
+                if choices.chance(oneIn: 2) {
+                    state = Generate.history(&choices).final
+                } else {
+                    state = DocumentState()
+                    for step in 0..<choices.int(in: 1...3) {
+                        var data: [String: Value] = [:]
+                        for _ in 0..<choices.below(5) { data[choices.element(of: ["a", "b", "c", "é", "a-b"])] = Generate.value(&choices) }
+                        let assignments = Dictionary(uniqueKeysWithValues: data.map { (try! FieldPath($0.key), $0.value) })
+                        let delta: DocumentDelta =
+                            step == 0 || choices.chance(oneIn: 2)
+                            ? ((try? .create(data, base: state.version)) ?? DocumentDelta())
+                            : ((try? .update(set: assignments, base: state.version)) ?? DocumentDelta())
+                        state.applyLocally(delta, at: Version(UInt64(choices.int(in: 1...4))))
+                    }
+                }
+                return (state, JSONMutation.mutated(state.encodedBytes, &choices))
+            },
+            property: { input in
+                func read(_ bytes: [UInt8]) -> (pulled: PulledState?, state: DocumentState?) {
+                    var reader = JSONReader(bytes: bytes, maximumDepth: ValueLimits.maximumEncodedDepth)
+                    var other = reader
+                    let pulled = PulledState.read(from: &reader)
+                    let state = DocumentState.readEncoded(from: &other)
+                    let pulledEnds = pulled != nil && (try? reader.finish()) != nil
+                    let stateEnds = state != nil && (try? other.finish()) != nil
+                    return (pulledEnds ? pulled : nil, stateEnds ? state : nil)
+                }
+                let (pulled, state) = read(input.state.encodedBytes)
+                guard let pulled, state == input.state else { return "not read back" }
+                if pulled.state != input.state { return "read as \(pulled.state.shownContent)" }
+                if pulled.isFlat { flatCases += 1 }
+                let forms = pulled.storedForms
+                let expected = input.state.storedForms
+                if forms.versions != expected.versions || forms.view != expected.view {
+                    return "stored forms \(String(decoding: forms.versions, as: UTF8.self)) \(forms.view ?? "nil"), "
+                        + "expected \(String(decoding: expected.versions, as: UTF8.self)) \(expected.view ?? "nil")"
+                }
+                let mutated = read(input.mutated)
+                switch (mutated.pulled, mutated.state) {
+                case (nil, nil): return nil
+                case (let pulled?, let state?):
+                    if pulled.isFlat { mutatedAccepted += 1 }
+                    if pulled.state != state { return "a mutated form read as another state" }
+                    let forms = pulled.storedForms
+                    let expected = state.storedForms
+                    return forms.versions == expected.versions && forms.view == expected.view ? nil : "a mutated form's stored forms differ"
+                default:
+                    return "the mutated bytes were read by one reader and not the other: \(String(decoding: input.mutated, as: UTF8.self))"
+                }
+            })
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+        #expect(flatCases > 300, "only \(flatCases) flat states")
+        #expect(mutatedAccepted > 0, "no mutated form was read flat")
+    }
+}
