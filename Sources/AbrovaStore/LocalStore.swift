@@ -214,6 +214,7 @@ package actor LocalStore {
         let viewJSON: String?
         let newTail: PendingChange
         do {
+            // The closure runs within an access to `memory`: it must not touch the store's state.
             (delta, view, viewJSON) = try changingCachedDocument(key) { document in
                 if requiresExisting && !document.view.exists {
                     throw StoreError(.documentNotFound, "\(key) does not exist")
@@ -515,6 +516,8 @@ package actor LocalStore {
     /// Runs `change` on the document's cached confirmed state and view, in place (loaded from the
     /// file first when it is not in memory).
     func changingCachedDocument<Result>(_ key: DocumentKey, _ change: (inout CachedDocument) throws -> Result) throws -> Result {
+        if let result = try memory.changeCachedDocument(key, change) { return result }
+        _ = try loaded(key) // remembered, and not held here: the cached entry stays the only copy
         if let result = try memory.changeCachedDocument(key, change) { return result }
         var document = try loaded(key)
         let result = try change(&document)

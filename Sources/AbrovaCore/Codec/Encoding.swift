@@ -490,6 +490,14 @@ extension DocumentState {
         // Keys in canonical order: d, e, r, s, t (empty maps left out); each map's paths in the
         // fields' sorted order. Live registers at the default version `d` are not listed.
         let common = commonRegisterVersion
+        Self.writeVersionsOpening(common: common, existence: existence.version, to: &bytes)
+        for part in StoredPart.allCases { write(part, sortedFields, besides: common, to: &bytes) }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// `{"d":common,"e":[1,existence]` (no `d` without a common version): the stored versions'
+    /// opening, before the maps of `StoredPart`.
+    static func writeVersionsOpening(common: Version?, existence: Version, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "{"))
         if let common {
             bytes.append(contentsOf: #""d":"#.utf8)
@@ -497,32 +505,27 @@ extension DocumentState {
             bytes.append(UInt8(ascii: ","))
         }
         bytes.append(contentsOf: #""e":[1,"#.utf8)
-        Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
+        Value.writeDecimal(Int64(bitPattern: existence.rawValue), to: &bytes)
         bytes.append(UInt8(ascii: "]"))
-        for part in StoredPart.allCases { write(part, sortedFields, besides: common, to: &bytes) }
-        bytes.append(UInt8(ascii: "}"))
     }
 
     /// The version most live registers hold (the smallest of the most frequent), which the stored
     /// form leaves unsaid for each of them: a document written at once has one version throughout.
     private var commonRegisterVersion: Version? {
+        Self.mostCommon(
+            fields.values.lazy.compactMap { field in
+                guard case .register(let register) = field, register.value != nil else { return nil }
+                return register.version
+            })
+    }
+
+    /// The most frequent of `versions`, the smallest of those equally frequent; `nil` for none.
+    static func mostCommon(_ versions: some Collection<Version>) -> Version? {
         // Mostly one version: found without counting.
-        var only: Version?
-        for field in fields.values {
-            guard case .register(let register) = field, register.value != nil else { continue }
-            if only == nil {
-                only = register.version
-            } else if only != register.version {
-                only = nil
-                break
-            }
-        }
-        if let only { return only }
+        guard let first = versions.first else { return nil }
+        if versions.allSatisfy({ $0 == first }) { return first }
         var counts: [Version: Int] = [:]
-        for field in fields.values {
-            guard case .register(let register) = field, register.value != nil else { continue }
-            counts[register.version, default: 0] += 1
-        }
+        for version in versions { counts[version, default: 0] += 1 }
         return counts.max { $0.value < $1.value || ($0.value == $1.value && $0.key > $1.key) }?.key
     }
 

@@ -107,18 +107,10 @@ public struct PulledState: Sendable {
 
     /// `DocumentState.writeVersions` for live top-level registers in path order.
     private static func versions(_ existence: Existence, _ fields: [FlatField]) -> [UInt8] {
-        let common = commonVersion(fields)
+        let common = DocumentState.mostCommon(fields.lazy.map(\.register.version))
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
-        bytes.append(UInt8(ascii: "{"))
-        if let common {
-            bytes.append(contentsOf: #""d":"#.utf8)
-            Value.writeDecimal(Int64(bitPattern: common.rawValue), to: &bytes)
-            bytes.append(UInt8(ascii: ","))
-        }
-        bytes.append(contentsOf: #""e":[1,"#.utf8)
-        Value.writeDecimal(Int64(bitPattern: existence.version.rawValue), to: &bytes)
-        bytes.append(UInt8(ascii: "]"))
+        DocumentState.writeVersionsOpening(common: common, existence: existence.version, to: &bytes)
         var isFirst = true
         for field in fields where field.register.version != common {
             bytes.append(contentsOf: isFirst ? #","r":{"#.utf8 : ",".utf8)
@@ -130,15 +122,6 @@ public struct PulledState: Sendable {
         if !isFirst { bytes.append(UInt8(ascii: "}")) }
         bytes.append(UInt8(ascii: "}"))
         return bytes
-    }
-
-    /// The version most registers hold, the smallest of the most frequent (as `writeVersions`).
-    private static func commonVersion(_ fields: [FlatField]) -> Version? {
-        guard let first = fields.first?.register.version else { return nil }
-        if fields.allSatisfy({ $0.register.version == first }) { return first }
-        var counts: [Version: Int] = [:]
-        for field in fields { counts[field.register.version, default: 0] += 1 }
-        return counts.max { $0.value < $1.value || ($0.value == $1.value && $0.key > $1.key) }?.key
     }
 }
 
