@@ -497,6 +497,7 @@ extension DocumentState {
 
     /// `{"d":common,"e":[1,existence]` (no `d` without a common version): the stored versions'
     /// opening, before the maps of `StoredPart`.
+    @inline(__always)
     static func writeVersionsOpening(common: Version?, existence: Version, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "{"))
         if let common {
@@ -512,20 +513,30 @@ extension DocumentState {
     /// The version most live registers hold (the smallest of the most frequent), which the stored
     /// form leaves unsaid for each of them: a document written at once has one version throughout.
     private var commonRegisterVersion: Version? {
-        Self.mostCommon(
-            fields.values.lazy.compactMap { field in
-                guard case .register(let register) = field, register.value != nil else { return nil }
-                return register.version
-            })
+        Self.mostCommon { visit in
+            for case .register(let register) in fields.values where register.value != nil {
+                guard visit(register.version) else { return }
+            }
+        }
     }
 
-    /// The most frequent of `versions`, the smallest of those equally frequent; `nil` for none.
-    static func mostCommon(_ versions: some Collection<Version>) -> Version? {
-        // Mostly one version: found without counting.
-        guard let first = versions.first else { return nil }
-        if versions.allSatisfy({ $0 == first }) { return first }
+    /// The most frequent of the versions `forEach` gives (it stops when its visitor returns
+    /// `false`), the smallest of those equally frequent; `nil` for none.
+    @inline(__always)
+    static func mostCommon(_ forEach: ((Version) -> Bool) -> Void) -> Version? {
+        // Mostly one version: found without counting (and without a copy of the versions).
+        var only: Version?
+        var isOnly = true
+        forEach { version in
+            if only == nil { only = version } else if only != version { isOnly = false }
+            return isOnly
+        }
+        if isOnly { return only }
         var counts: [Version: Int] = [:]
-        for version in versions { counts[version, default: 0] += 1 }
+        forEach { version in
+            counts[version, default: 0] += 1
+            return true
+        }
         return counts.max { $0.value < $1.value || ($0.value == $1.value && $0.key > $1.key) }?.key
     }
 

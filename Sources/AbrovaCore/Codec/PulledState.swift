@@ -107,7 +107,11 @@ public struct PulledState: Sendable {
 
     /// `DocumentState.writeVersions` for live top-level registers in path order.
     private static func versions(_ existence: Existence, _ fields: [FlatField]) -> [UInt8] {
-        let common = DocumentState.mostCommon(fields.lazy.map(\.register.version))
+        let common = DocumentState.mostCommon { visit in
+            for field in fields {
+                guard visit(field.register.version) else { return }
+            }
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
         DocumentState.writeVersionsOpening(common: common, existence: existence.version, to: &bytes)
