@@ -148,7 +148,6 @@ struct SyncBenchmarks {
         let data = process.output?.readDataToEndOfFile() ?? Data()
         let termination = process.waitUntilExit()
         let storeBytes = try? Self.fileBytes(of: storePath)
-        try? FileManager.default.copyItem(atPath: storePath, toPath: "/tmp/dev-\(expected).sqlite")
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
         let text = String(decoding: data, as: UTF8.self)
         guard termination == .exited(0), let line = text.split(separator: "\n").last(where: { $0.hasPrefix("device ") }) else {
