@@ -593,6 +593,7 @@ package actor LocalStore {
 
     static func encode(_ delta: DocumentDelta) -> [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
         delta.writeEncoded(to: &bytes)
         return bytes
     }

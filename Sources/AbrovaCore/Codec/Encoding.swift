@@ -379,47 +379,56 @@ extension DocumentDelta {
     /// Appends the canonical JSON of `encoded`.
     public func writeEncoded(to bytes: inout [UInt8]) {
         var first = true
-        func key(_ name: String) {
+        // The keys are plain ASCII names: written as they are, with their quotes.
+        func key(_ quotedName: StaticString) {
             bytes.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
             first = false
-            Value.writeJSONString(name, to: &bytes)
+            bytes.append(contentsOf: UnsafeBufferPointer(start: quotedName.utf8Start, count: quotedName.utf8CodeUnitCount))
             bytes.append(UInt8(ascii: ":"))
+        }
+        func writeVersion(_ version: Version) {
+            Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
         }
         // Keys in canonical order: assignments, create, delete, fieldRemovals, removals, setChanges.
         if !assignments.isEmpty {
-            key("assignments")
+            key(#""assignments""#)
             bytes.append(UInt8(ascii: "{"))
-            for (index, path) in assignments.keys.sorted().enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            func write(_ path: FieldPath, _ assignment: Assignment) {
                 Value.writeJSONString(path.dotted, to: &bytes)
                 bytes.append(contentsOf: ":[".utf8)
-                if let assignment = assignments[path] {
-                    assignment.value.writeCanonicalJSON(to: &bytes)
-                    bytes.append(UInt8(ascii: ","))
-                    assignment.base.encoded.writeCanonicalJSON(to: &bytes)
-                }
+                assignment.value.writeCanonicalJSON(to: &bytes)
+                bytes.append(UInt8(ascii: ","))
+                writeVersion(assignment.base)
                 bytes.append(UInt8(ascii: "]"))
+            }
+            if assignments.count == 1, let (path, assignment) = assignments.first {
+                write(path, assignment) // the usual write: nothing to sort
+            } else {
+                for (index, (path, assignment)) in assignments.sorted(by: { $0.key < $1.key }).enumerated() {
+                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                    write(path, assignment)
+                }
             }
             bytes.append(UInt8(ascii: "}"))
         }
         if let create {
-            key("create")
-            create.encoded.writeCanonicalJSON(to: &bytes)
+            key(#""create""#)
+            writeVersion(create)
         }
         if let delete {
-            key("delete")
-            delete.encoded.writeCanonicalJSON(to: &bytes)
+            key(#""delete""#)
+            writeVersion(delete)
         }
         if !fieldRemovals.isEmpty {
-            key("fieldRemovals")
+            key(#""fieldRemovals""#)
             Version.writeMap(fieldRemovals.sorted { $0.key < $1.key }, to: &bytes)
         }
         if !removals.isEmpty {
-            key("removals")
+            key(#""removals""#)
             Version.writeMap(removals.sorted { $0.key < $1.key }, to: &bytes)
         }
         if !setChanges.isEmpty {
-            key("setChanges")
+            key(#""setChanges""#)
             bytes.append(UInt8(ascii: "{"))
             for (index, path) in setChanges.keys.sorted().enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
