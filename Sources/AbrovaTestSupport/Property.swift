@@ -40,6 +40,13 @@ public enum Property {
         }
     }
 
+    /// How many cases `check` runs when asked for `cases`: one when replaying a seed, else what the
+    /// environment says. Tests that also check how often a shape came up scale their bar by it.
+    public static func plannedCases(_ cases: Int = defaultCases) -> Int {
+        let environment = Environment.current
+        return environment.replaySeed != nil ? 1 : environment.cases ?? cases
+    }
+
     /// Runs a property over generated cases.
     ///
     /// - Parameters:

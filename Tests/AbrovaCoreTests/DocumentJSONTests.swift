@@ -148,7 +148,7 @@ import Testing
                 return nil
             })
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
-        #expect(followedSteps > 1_000, "the rendering followed only \(followedSteps) edits")
+        #expect(followedSteps >= Property.plannedCases() / 2, "the rendering followed only \(followedSteps) edits")
     }
 
     /// A state with a nested path, or one deleted, is rendered whole each time.
@@ -232,7 +232,7 @@ import Testing
                 }
             })
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
-        #expect(flatCases > 300, "only \(flatCases) flat states")
-        #expect(mutatedAccepted > 0, "no mutated form was read flat")
+        #expect(flatCases >= Property.plannedCases() * 3 / 20, "only \(flatCases) flat states")
+        #expect(mutatedAccepted > 0 || Property.plannedCases() < 1_000, "no mutated form was read flat")
     }
 }
