@@ -325,7 +325,7 @@ public final class SyncService: Sendable {
                     after: position, limit: limit, collections: collections, maximumBytes: configuration.limits.maximumPageBytes)
             }
             for row in rows {
-                let rules = rules.rules(for: row.key.collection)
+                let collectionRules = rules.rules(for: row.key.collection)
                 var read: StoredDocument?
                 func document() throws(Refusal) -> StoredDocument {
                     if let read { return read }
@@ -334,10 +334,10 @@ public final class SyncService: Sendable {
                     return document
                 }
                 let isReadable =
-                    if let decided = rules.allowsRead(row.key, ownedBy: row.owner, by: caller) {
+                    if let decided = collectionRules.allowsRead(row.key, ownedBy: row.owner, by: caller) {
                         decided
                     } else {
-                        rules.allowsRead(try document(), by: caller)
+                        collectionRules.allowsRead(try document(), by: caller)
                     }
                 guard isReadable else {
                     position = row.version
