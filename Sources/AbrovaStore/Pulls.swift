@@ -17,6 +17,7 @@ extension LocalStore {
             var updated: [DocumentKey: CachedDocument] = [:]
             // Inserted documents, kept as pulled: needed again only when a page repeats one.
             var inserted: [DocumentKey: PulledState] = [:]
+            inserted.reserveCapacity(documents.count)
             var unsentViews: [DocumentKey: String?] = [:]
             try database.write { database in
                 for (key, pulled) in documents {

@@ -69,7 +69,8 @@ public enum Zstd {
         return Array(UnsafeRawBufferPointer(rebasing: buffer[..<written]))
     }
 
-    /// Decompresses one or more concatenated frames, never trusting a frame's declared content size.
+    /// Decompresses one or more concatenated frames, never trusting a frame's declared content size
+    /// (it only sizes the first allocation, within `limit` and 32 times the input).
     ///
     /// Output is produced by streaming and refused as soon as it would exceed `limit`, so memory
     /// stays near `limit` plus one window (at most `2^maximumWindowLog` bytes) whatever a frame
@@ -140,8 +141,12 @@ private final class DecompressionContext {
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: ZSTD_DStreamOutSize(), alignment: 1)
         defer { chunk.deallocate() }
         var output: [UInt8] = []
-        // A guess for a typical body; growth below never reserves past `limit`.
-        output.reserveCapacity(min(limit, max(source.count * 4, 4096)))
+        // A first size: what the first frame declares (our bodies do), a hint only, within 32 times
+        // the input, or a guess for a typical body. Growth below never reserves past `limit`, and
+        // what the frames hold is checked as they are decoded.
+        let declared = ZSTD_getFrameContentSize(source.baseAddress, source.count)
+        let hint = declared < UInt64.max - 1 ? Int(clamping: declared) : source.count * 4
+        output.reserveCapacity(min(limit, max(4096, min(hint, source.count * 32))))
         var input = ZSTD_inBuffer(src: source.baseAddress, size: source.count, pos: 0)
         while true {
             var out = ZSTD_outBuffer(dst: chunk.baseAddress, size: chunk.count, pos: 0)
