@@ -21,9 +21,7 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
             // Decoders make a path from every key they read: ASCII text, the usual case, is checked
             // in one pass over its bytes. Other text is split by characters, where a `.` followed by
             // a combining mark is no separator.
-            if dotted.utf8.allSatisfy({ $0 < 0x80 }) {
-                try Self.checkASCII(dotted)
-            } else {
+            if try !Self.isCheckedASCII(dotted) {
                 for segment in dotted.split(separator: Self.separator, omittingEmptySubsequences: false) {
                     if segment.isEmpty { throw Self.emptySegment(in: dotted) }
                     try Self.checkName(segment, at: dotted)
@@ -33,19 +31,26 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
         self.dotted = dotted
     }
 
-    /// Checks an ASCII path's segments in one pass, finding the problem that splitting it would find first.
-    private static func checkASCII(_ dotted: String) throws(ValueError) {
+    /// Checks an ASCII path's segments in one pass, finding the problem that splitting it would
+    /// find first. Returns `false`, throwing nothing, for a path that is not ASCII (checked by
+    /// characters instead).
+    private static func isCheckedASCII(_ dotted: String) throws(ValueError) -> Bool {
         var segmentLength = 0
+        var problem: ValueError?
         for byte in dotted.utf8 {
+            if byte >= 0x80 { return false }
+            guard problem == nil else { continue } // the first problem, once the path is known to be ASCII
             if byte == UInt8(ascii: ".") {
-                if segmentLength == 0 { throw emptySegment(in: dotted) }
+                if segmentLength == 0 { problem = emptySegment(in: dotted) }
                 segmentLength = 0
             } else {
-                if !isAllowedInName(byte) { throw badName(at: dotted) }
+                if !isAllowedInName(byte) { problem = badName(at: dotted) }
                 segmentLength += 1
             }
         }
+        if let problem { throw problem }
         if segmentLength == 0 { throw emptySegment(in: dotted) }
+        return true
     }
 
     private static func emptySegment(in dotted: String) -> ValueError {

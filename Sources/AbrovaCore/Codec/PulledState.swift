@@ -77,7 +77,10 @@ public struct PulledState: Sendable {
                 existenceVersion >= 0, !(try reader.nextElement()), try reader.nextKey() == "f", try reader.beginObject()
             else { return nil }
             var fields: [FlatField] = []
-            var view: [UInt8] = [UInt8(ascii: "{")]
+            fields.reserveCapacity(16)
+            var view: [UInt8] = []
+            view.reserveCapacity(512)
+            view.append(UInt8(ascii: "{"))
             var previous: FieldPath?
             while let dotted = try reader.nextKey() {
                 let path = try FieldPath(dotted)
