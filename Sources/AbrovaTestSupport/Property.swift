@@ -40,6 +40,21 @@ public enum Property {
         }
     }
 
+    /// `check` for a property that may throw: an error it throws fails the case, named.
+    public static func checkCatching<Input>(
+        _ name: String, cases: Int = defaultCases,
+        generate: (inout Choices) -> Input,
+        property: (Input) async throws -> String?
+    ) async -> Failure? {
+        await check(name, cases: cases, generate: generate) { input in
+            do {
+                return try await property(input)
+            } catch {
+                return "threw \(error)"
+            }
+        }
+    }
+
     /// How many cases `check` runs when asked for `cases`: one when replaying a seed, else what the
     /// environment says. Tests that also check how often a shape came up scale their bar by it.
     public static func plannedCases(_ cases: Int = defaultCases) -> Int {

@@ -192,14 +192,10 @@ import Testing
     }
 
     @Test func benSeesTheSameWhateverAnaKeepsFromHim() async {
-        let failure = await Property.check("noninterference", cases: 300, generate: Self.generate) { script in
-            do {
-                // Seconds of SQLite work with megabyte pads: on a thread of its own, not one of the
-                // two that run every other test's tasks.
-                return try await onNewThread { try Self.run(script) }
-            } catch {
-                return "threw \(error)"
-            }
+        let failure = await Property.checkCatching("noninterference", cases: 300, generate: Self.generate) { script in
+            // Seconds of SQLite work with megabyte pads: on a thread of its own, not one of the
+            // two that run every other test's tasks.
+            try await onNewThread { try Self.run(script) }
         }
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }

@@ -147,12 +147,8 @@ import Testing
     }
 
     @Test func everyValidWriteReachesTheServerAndOnlyTheRefusedOnesAreRolledBack() async {
-        let failure = await Property.check("only the refused writes are rolled back", cases: 300, generate: Self.generate) { script in
-            do {
-                return try await Self.run(script)
-            } catch {
-                return "threw \(error)"
-            }
+        let failure = await Property.checkCatching("only the refused writes are rolled back", cases: 300, generate: Self.generate) {
+            script in try await Self.run(script)
         }
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }

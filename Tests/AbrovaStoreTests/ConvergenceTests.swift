@@ -69,12 +69,8 @@ import Testing
     }
 
     @Test func devicesConvergeToTheServerAfterSyncingUntilQuiet() async {
-        let failure = await Property.check("devices converge", cases: 300, generate: Self.script) { script in
-            do {
-                return try await Self.run(script)
-            } catch {
-                return "threw \(error)"
-            }
+        let failure = await Property.checkCatching("devices converge", cases: 300, generate: Self.script) { script in
+            try await Self.run(script)
         }
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }

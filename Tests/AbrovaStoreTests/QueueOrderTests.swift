@@ -42,12 +42,8 @@ import Testing
     }
 
     @Test func batchesCarryTheWritesInTheAppsOrderEachOnce() async {
-        let failure = await Property.check("batches keep the app's order", cases: 300, generate: Self.script) { script in
-            do {
-                return try await Self.run(script)
-            } catch {
-                return "threw \(error)"
-            }
+        let failure = await Property.checkCatching("batches keep the app's order", cases: 300, generate: Self.script) { script in
+            try await Self.run(script)
         }
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }

@@ -220,12 +220,8 @@ import Testing
     }
 
     @Test func everyValidWriteReachesTheServerThroughTinyLimitsForeignPagesAndCutAnswers() async {
-        let failure = await Property.check("nothing valid is lost", cases: 300, generate: Self.generate) { script in
-            do {
-                return try await Self.run(script)
-            } catch {
-                return "threw \(error)"
-            }
+        let failure = await Property.checkCatching("nothing valid is lost", cases: 300, generate: Self.generate) { script in
+            try await Self.run(script)
         }
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }
