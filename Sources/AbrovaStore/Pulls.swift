@@ -37,7 +37,10 @@ extension LocalStore {
                         }
                     }
                     let state = pulled.state
-                    let insertedEarlier = inserted.removeValue(forKey: key).map { CachedDocument(confirmed: $0.state, view: $0.state) }
+                    let insertedEarlier = inserted.removeValue(forKey: key).map { earlier in
+                        let state = earlier.state // built from the fields read, once
+                        return CachedDocument(confirmed: state, view: state)
+                    }
                     var document = try updated[key] ?? insertedEarlier ?? loaded(key)
                     document.confirmed.merge(state)
                     document.view = document.confirmed
