@@ -35,6 +35,15 @@ public struct DocumentDelta: Hashable, Sendable {
             self.removes = removes.subtracting(adds)
             self.base = base
         }
+
+        /// Folds `later`'s operations on the same set into these, with the composed change's `base`.
+        mutating func compose(with later: SetChange, base: Version) {
+            adds.subtract(later.removes)
+            adds.formUnion(later.adds)
+            removes.subtract(later.adds)
+            removes.formUnion(later.removes)
+            self.base = base
+        }
     }
 
     /// When set, the document is (re)created with no fields (every field is removed) first.
@@ -321,17 +330,15 @@ public struct DocumentDelta: Hashable, Sendable {
         }
         for (path, assignment) in Self.inPathOrder(later.assignments) {
             let base = min(assignment.base, earliestBase(touching: path) ?? assignment.base)
-            assignments[path] = nil
-            retire(overlapping: path)
+            // An assignment at the path is overwritten, not retired: its base lives on in `base`.
+            retire(overlapping: path, keepingAssignment: true)
             assignments[path] = Assignment(value: assignment.value, base: base)
         }
         for (path, change) in Self.inPathOrder(later.setChanges) {
             let base = min(change.base, earliestBase(touching: path) ?? change.base)
-            if var existing = setChanges[path] {
-                existing.adds = existing.adds.subtracting(change.removes).union(change.adds)
-                existing.removes = existing.removes.subtracting(change.adds).union(change.removes)
-                existing.base = base
-                setChanges[path] = existing
+            if let index = setChanges.index(forKey: path) {
+                // In place: the sets grow with every write composed, and a copy would copy them.
+                setChanges.values[index].compose(with: change, base: base)
             } else {
                 retire(overlapping: path)
                 setChanges[path] = SetChange(adds: change.adds, removes: change.removes, base: base)
@@ -357,10 +364,11 @@ public struct DocumentDelta: Hashable, Sendable {
         delete.map(consider)
         var prefix = path
         while !prefix.isRoot {
-            removals[prefix].map(consider)
-            fieldRemovals[prefix].map(consider)
-            assignments[prefix].map { consider($0.base) }
-            setChanges[prefix].map { consider($0.base) }
+            // A lookup hashes the path even in an empty dictionary.
+            if !removals.isEmpty { removals[prefix].map(consider) }
+            if !fieldRemovals.isEmpty { fieldRemovals[prefix].map(consider) }
+            if !assignments.isEmpty { assignments[prefix].map { consider($0.base) } }
+            if !setChanges.isEmpty { setChanges[prefix].map { consider($0.base) } }
             prefix = prefix.parent ?? .root
         }
         if hasPaths(under: path) {
@@ -376,16 +384,17 @@ public struct DocumentDelta: Hashable, Sendable {
     /// on the device they are overwritten anyway; at the server they still probe for conflicts.
     /// A write had also replaced the fields at the prefixes of its path, and the later part that
     /// overwrites it may not: those stay replaced, as field removals.
-    private mutating func retire(at path: FieldPath) {
-        var retired: [(FieldPath, Version)] = []
-        if let assignment = assignments.removeValue(forKey: path) { retired.append((path, assignment.base)) }
-        if let change = setChanges.removeValue(forKey: path) { retired.append((path, change.base)) }
-        keepAsRemovals(retired)
+    private mutating func retire(at path: FieldPath, keepingAssignment: Bool = false) {
+        if !keepingAssignment, !assignments.isEmpty, let assignment = assignments.removeValue(forKey: path) {
+            keepAsRemoval(path, base: assignment.base)
+        }
+        if !setChanges.isEmpty, let change = setChanges.removeValue(forKey: path) { keepAsRemoval(path, base: change.base) }
     }
 
-    /// Retires what overlaps `path` (or, with `onlyWithin`, what lies within it).
-    private mutating func retire(overlapping path: FieldPath, onlyWithin: Bool = false) {
-        retire(at: path)
+    /// Retires what overlaps `path` (or, with `onlyWithin`, what lies within it); with
+    /// `keepingAssignment`, not an assignment at `path` itself.
+    private mutating func retire(overlapping path: FieldPath, onlyWithin: Bool = false, keepingAssignment: Bool = false) {
+        retire(at: path, keepingAssignment: keepingAssignment)
         if !onlyWithin {
             var prefix = path.parent ?? .root
             while !prefix.isRoot {
@@ -439,13 +448,15 @@ public struct DocumentDelta: Hashable, Sendable {
     }
 
     private mutating func keepAsRemovals(_ retired: [(FieldPath, Version)]) {
-        for (path, base) in retired {
-            removals[path] = min(removals[path] ?? base, base)
-            var prefix = path
-            while let parent = prefix.parent, !parent.isRoot {
-                fieldRemovals[parent] = min(fieldRemovals[parent] ?? base, base)
-                prefix = parent
-            }
+        for (path, base) in retired { keepAsRemoval(path, base: base) }
+    }
+
+    private mutating func keepAsRemoval(_ path: FieldPath, base: Version) {
+        removals[path] = min(removals[path] ?? base, base)
+        var prefix = path
+        while let parent = prefix.parent, !parent.isRoot {
+            fieldRemovals[parent] = min(fieldRemovals[parent] ?? base, base)
+            prefix = parent
         }
     }
 
@@ -457,6 +468,10 @@ public struct DocumentDelta: Hashable, Sendable {
         var result = self
         for (path, change) in setChanges {
             guard case .set(let set)? = confirmed[path] else { continue }
+            // Only a change with something to prune is touched: writing the result's dictionary
+            // would copy it.
+            guard change.removes.contains(where: { set.elements[$0] == nil }) || (change.adds.isEmpty && change.removes.isEmpty)
+            else { continue }
             var pruned = change
             pruned.removes = change.removes.filter { set.elements[$0] != nil }
             let setStays = create == nil && fieldRemovals[path] == nil && !removals.keys.contains { path.isWithin($0) }

@@ -317,10 +317,35 @@ public struct DocumentState: Hashable, Sendable {
     /// Assigns a leaf value, removing whatever it replaces.
     mutating func assign(_ value: Value, at path: FieldPath, version: Version) {
         // In a flat document, a top-level field replaces nothing but itself.
-        if !isFlat || path.isRoot || path.isNested {
-            for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
-        }
+        if !isFlat || path.isRoot || path.isNested { removeLiveFields(replacedBy: path, at: version) }
         store(.register(Register(value: value, version: version)), at: path)
+    }
+
+    /// Removes the live fields a write at `path` replaces besides its own: those at a strict
+    /// prefix of it and those strictly within it (`livePaths(overlapping:)` without `path`,
+    /// found without gathering them when there are none, the common case).
+    private mutating func removeLiveFields(replacedBy path: FieldPath, at version: Version) {
+        var prefix = path
+        while let parent = prefix.parent, !parent.isRoot {
+            if fields[parent]?.isLive == true { remove(parent, at: version) }
+            prefix = parent
+        }
+        guard path.isRoot || interiorPaths.contains(path) else { return }
+        let within = fields.compactMap { candidate, field in
+            field.isLive && candidate != path && candidate.isWithin(path) ? candidate : nil
+        }
+        for live in within { remove(live, at: version) }
+    }
+
+    /// Whether a write at `path` replaces a live field besides its own (see `removeLiveFields`).
+    private func replacesLiveFields(_ path: FieldPath) -> Bool {
+        var prefix = path
+        while let parent = prefix.parent, !parent.isRoot {
+            if fields[parent]?.isLive == true { return true }
+            prefix = parent
+        }
+        guard path.isRoot || interiorPaths.contains(path) else { return false }
+        return fields.contains { candidate, field in field.isLive && candidate != path && candidate.isWithin(path) }
     }
 
     /// Adds and removes set elements at `path`; a path that holds no set gets a new one.
@@ -330,7 +355,7 @@ public struct DocumentState: Hashable, Sendable {
         at path: FieldPath, adding adds: Set<Value>, removing removes: Set<Value>,
         version: Version, removeIf shouldRemove: (Version) -> Bool = { _ in true }
     ) -> Bool {
-        if case .set? = fields[path], livePaths(overlapping: path) == [path], let index = fields.index(forKey: path) {
+        if let index = fields.index(forKey: path), case .set = fields.values[index], !replacesLiveFields(path) {
             // Changed in place, in proportion to the change: the set is taken out of its field while
             // it changes (so that its elements are not copied), and the size is adjusted by the
             // elements that come and go rather than measured again.
@@ -360,7 +385,7 @@ public struct DocumentState: Hashable, Sendable {
             if version > self.version { self.version = version }
             return true
         }
-        for live in livePaths(overlapping: path) where live != path { remove(live, at: version) }
+        removeLiveFields(replacedBy: path, at: version)
         store(
             .set(
                 ObservedRemoveSet(
