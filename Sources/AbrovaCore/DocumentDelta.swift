@@ -318,23 +318,23 @@ public struct DocumentDelta: Hashable, Sendable {
             create = bases.min()
             delete = nil
         }
-        for (path, base) in Self.inPathOrder(later.removals) {
+        Self.forEach(inPathOrder: later.removals) { path, base in
             let base = min(base, earliestBase(touching: path) ?? base)
             retire(overlapping: path, onlyWithin: true)
             removals[path] = base
         }
-        for (path, base) in Self.inPathOrder(later.fieldRemovals) {
+        Self.forEach(inPathOrder: later.fieldRemovals) { path, base in
             let base = min(base, earliestBase(touching: path) ?? base)
             retire(at: path)
             fieldRemovals[path] = base
         }
-        for (path, assignment) in Self.inPathOrder(later.assignments) {
+        Self.forEach(inPathOrder: later.assignments) { path, assignment in
             let base = min(assignment.base, earliestBase(touching: path) ?? assignment.base)
             // An assignment at the path is overwritten, not retired: its base lives on in `base`.
             retire(overlapping: path, keepingAssignment: true)
             assignments[path] = Assignment(value: assignment.value, base: base)
         }
-        for (path, change) in Self.inPathOrder(later.setChanges) {
+        Self.forEach(inPathOrder: later.setChanges) { path, change in
             let base = min(change.base, earliestBase(touching: path) ?? change.base)
             if let index = setChanges.index(forKey: path) {
                 // In place: the sets grow with every write composed, and a copy would copy them.
@@ -353,6 +353,16 @@ public struct DocumentDelta: Hashable, Sendable {
     /// (and between equal dictionaries).
     private static func inPathOrder<Entry>(_ entries: [FieldPath: Entry]) -> [(key: FieldPath, value: Entry)] {
         entries.count < 2 ? Array(entries) : entries.sorted { $0.key < $1.key }
+    }
+
+    /// Calls `body` with the entries in the order of their paths (see `inPathOrder`), making no
+    /// array for one entry, a composed write's usual part.
+    private static func forEach<Entry>(inPathOrder entries: [FieldPath: Entry], _ body: (FieldPath, Entry) -> Void) {
+        if entries.count < 2 {
+            for (path, entry) in entries { body(path, entry) }
+        } else {
+            for (path, entry) in entries.sorted(by: { $0.key < $1.key }) { body(path, entry) }
+        }
     }
 
     /// The earliest base with which this change touches `path` or anything overlapping it (a create

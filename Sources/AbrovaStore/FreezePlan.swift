@@ -19,6 +19,18 @@ struct FreezePlan: Equatable {
         var view: String?
     }
 
+    /// What planning keeps of one document while it walks the rows.
+    private struct PlannedDocument {
+        /// The document as the batch's changes so far leave it, once a change of it has set changes.
+        var observed: DocumentState?
+        /// The change (its position) later queued changes of it may still compose into.
+        var openChange: Int?
+        /// The position of its last change in the batch.
+        var lastChange: Int?
+        /// The view after the batch's last change of it, cancelled or not.
+        var lastView: String?
+    }
+
     /// The batch's number.
     let sequence: Int64
     /// What the batch sends, in order.
@@ -95,35 +107,41 @@ struct FreezePlan: Equatable {
         var confirmed = confirmed
         var changes: [FrozenChange] = []
         var cancelled: [DocumentKey: Int] = [:]
-        // Each document as the batch's changes so far leave it, for documents with set changes.
-        var observed: [DocumentKey: DocumentState] = [:]
-        // The view after the batch's last change of each document, cancelled or not.
-        var lastViews: [DocumentKey: String?] = [:]
-        // The change (its position) each document's later queued changes may still compose into,
-        // and the writes of each change that composed others, one by one.
-        var openChanges: [DocumentKey: Int] = [:]
+        // What the plan keeps of each document, by its number in the batch: one lookup a row.
+        var numbers: [DocumentKey: Int] = [:]
+        var documents: [PlannedDocument] = []
         var composedParts: [Int: [UInt8]] = [:]
         var taken = 0
         for (row, delta) in zip(rows, deltas) {
+            let number: Int
+            if let known = numbers[row.key] {
+                number = known
+            } else {
+                number = documents.count
+                numbers[row.key] = number
+                documents.append(PlannedDocument())
+            }
             var pruned = delta
             var isPruned = false
-            if !delta.setChanges.isEmpty || observed[row.key] != nil {
+            if !delta.setChanges.isEmpty || documents[number].observed != nil {
                 // Removes of elements the server never showed this device take nothing: dropped.
                 // An element an earlier change of this batch adds counts as shown: the server
-                // applies that add first, and the remove must take it. (Taken out while it
-                // changes, so that the change is made in place, not on a copy.)
-                var state = observed.removeValue(forKey: row.key) ?? confirmed.removeValue(forKey: row.key) ?? DocumentState()
-                if !delta.setChanges.isEmpty {
-                    pruned = delta.droppingUnobservedRemoves(confirmed: state)
+                // applies that add first, and the remove must take it.
+                if documents[number].observed == nil {
+                    documents[number].observed = confirmed.removeValue(forKey: row.key) ?? DocumentState()
+                }
+                if !delta.setChanges.isEmpty, let observed = documents[number].observed {
+                    pruned = delta.droppingUnobservedRemoves(confirmed: observed)
                     isPruned = pruned != delta
                 }
-                state.applyLocally(pruned, at: LocalStore.localVersion)
-                observed[row.key] = state
+                documents[number].observed?.applyLocally(pruned, at: LocalStore.localVersion)
             }
-            let composesInto = openChanges[row.key].flatMap { Self.composes(pruned, of: row, into: changes[$0].change) ? $0 : nil }
+            let composesInto = documents[number].openChange.flatMap {
+                Self.composes(pruned, of: row, into: changes[$0].change) ? $0 : nil
+            }
             if !pruned.isEmpty, composesInto == nil, changes.count >= maximumChanges { break }
             taken += 1
-            lastViews[row.key] = .some(row.view)
+            documents[number].lastView = row.view
             if pruned.isEmpty {
                 cancelled[row.key, default: 0] += row.writes
             } else if let position = composesInto {
@@ -140,7 +158,8 @@ struct FreezePlan: Equatable {
                 let strategy = row.isAsWritten ? .clientWins : strategyOf(row.key)
                 // Under manual a conflict holds back the whole change: composed, a write that
                 // conflicts with nothing would wait for the resolver of another.
-                openChanges[row.key] = row.composes && strategy != .manual ? changes.count : nil
+                documents[number].openChange = row.composes && strategy != .manual ? changes.count : nil
+                documents[number].lastChange = changes.count
                 changes.append(
                     FrozenChange(
                         change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy),
@@ -152,9 +171,9 @@ struct FreezePlan: Equatable {
             changes[position].parts = parts
             changes[position].encoded = LocalStore.encode(changes[position].change.delta)
         }
-        var lastPositions: [DocumentKey: Int] = [:]
-        for (position, frozen) in changes.enumerated() { lastPositions[frozen.change.key] = position }
-        for (key, position) in lastPositions { changes[position].view = lastViews[key] ?? nil }
+        for document in documents {
+            if let position = document.lastChange { changes[position].view = document.lastView }
+        }
         self.sequence = sequence
         self.changes = changes
         takenRows = rows.prefix(taken).map(\.sequence)
