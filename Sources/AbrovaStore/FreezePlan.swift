@@ -146,10 +146,11 @@ struct FreezePlan: Equatable {
                 cancelled[row.key, default: 0] += row.writes
             } else if let position = composesInto {
                 // In place: a copy of the change would copy its delta at every write composed.
-                let earlier = changes[position]
+                if composedParts[position] == nil {
+                    composedParts[position] = changes[position].parts ?? LocalStore.PendingChange.parts(holding: changes[position].encoded)
+                }
                 LocalStore.PendingChange.append(
-                    parts: row.parts ?? LocalStore.PendingChange.parts(holding: row.delta),
-                    to: &composedParts[position, default: earlier.parts ?? LocalStore.PendingChange.parts(holding: earlier.encoded)])
+                    parts: row.parts ?? LocalStore.PendingChange.parts(holding: row.delta), to: &composedParts[position, default: []])
                 changes[position].change.delta.compose(with: pruned)
                 changes[position].change.writes += row.writes
             } else {
