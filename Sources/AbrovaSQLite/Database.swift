@@ -117,6 +117,19 @@ public final class Database {
         return rows
     }
 
+    /// Runs a query and maps its rows until `map` returns `nil`: the rows after it are not read.
+    public func query<T>(_ sql: String, _ bindings: [SQLiteValue] = [], whileMapping map: (Row) throws -> T?) throws -> [T] {
+        let statement = try statement(sql)
+        defer { statement.reset() }
+        try statement.bind(bindings)
+        var rows: [T] = []
+        while try statement.step() {
+            guard let row = try map(Row(statement: statement)) else { break }
+            rows.append(row)
+        }
+        return rows
+    }
+
     /// The first row of a query, mapped, or `nil` when there is none.
     public func queryFirst<T>(_ sql: String, _ bindings: [SQLiteValue] = [], _ map: (Row) throws -> T) throws -> T? {
         let statement = try statement(sql)

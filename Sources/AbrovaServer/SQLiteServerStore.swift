@@ -117,26 +117,26 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
         after version: Version, limit: Int, collections: [String]?, maximumBytes: Int
     ) throws -> [EncodedDocument] {
         try read { database in
-            // The budget is counted on lengths alone (SQLite reads a blob's length from the record
-            // header), and only the states within it are read.
-            var window =
-                "SELECT version, sum(length(state)) OVER (ORDER BY version) - length(state) AS before FROM documents WHERE version > ?"
+            // One pass in version order: a row is read while the states before it are within the
+            // budget (so at most one state is read past it).
+            var sql = "SELECT collection, id, owner, version, length(state), state FROM documents WHERE version > ?"
             var bindings: [SQLiteValue] = [.integer(Int64(bitPattern: version.rawValue))]
             if let collections {
-                window += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
+                sql += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
                 bindings += collections.map { .text($0) }
             }
-            window += " ORDER BY version LIMIT ?"
-            bindings += [.integer(Int64(limit)), .integer(Int64(min(maximumBytes, Int(Int64.max))))]
-            let sql = """
-                SELECT d.collection, d.id, d.owner, d.version, d.state FROM (\(window)) w JOIN documents d ON d.version = w.version
-                WHERE w.before < ? ORDER BY d.version
-                """
-            return try database.query(sql, bindings) { row in
-                EncodedDocument(
-                    key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), owner: row.text(2) ?? "",
-                    version: Version(UInt64(bitPattern: row.integer(3))), encodedState: row.blob(4) ?? [])
-            }
+            sql += " ORDER BY version LIMIT ?"
+            bindings.append(.integer(Int64(limit)))
+            var bytesBefore = 0
+            return try database.query(
+                sql, bindings,
+                whileMapping: { row -> EncodedDocument? in
+                    guard bytesBefore < maximumBytes else { return nil }
+                    bytesBefore += Int(row.integer(4))
+                    return EncodedDocument(
+                        key: DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? ""), owner: row.text(2) ?? "",
+                        version: Version(UInt64(bitPattern: row.integer(3))), encodedState: row.blob(5) ?? [])
+                })
         }
     }
 
