@@ -1,7 +1,8 @@
 import AbrovaSQLite
 
 /// The store's schema and its migrations. The file records its version in `PRAGMA user_version`;
-/// each migration takes a file from one version to the next, in its own transaction.
+/// each migration takes a file from one version to the next, in its own transaction (a new file
+/// gets them all in one).
 enum Schema {
     /// The version this code writes.
     static let currentVersion = 7
@@ -103,6 +104,15 @@ enum Schema {
         if version == 0 {
             let tables = try database.queryFirst("SELECT count(*) FROM sqlite_master") { $0.integer(0) } ?? 0
             if tables > 0 { throw StoreError(.notAStore, "the file is an SQLite database but not an AbrovaSync store") }
+        }
+        if version == 0, target > 0 {
+            // A new store is made in one transaction: each commit of a step would write the
+            // schema's pages again, and an app's first start waits for them.
+            try database.write { database in
+                for step in 0..<target { try database.execute(migrations[step]) }
+                try database.execute("PRAGMA user_version = \(target)")
+            }
+            return
         }
         for step in version..<max(version, target) {
             try database.write { database in
