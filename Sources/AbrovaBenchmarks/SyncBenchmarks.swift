@@ -185,41 +185,23 @@ struct SyncBenchmarks {
             storeBytes: storeBytes ?? 0)
     }
 
-    /// Rows per second of the baseline: pages of 500 rows by seq cursor over loopback HTTP, each
-    /// page's JSON read and its rows inserted into an empty table in one transaction (WAL,
-    /// synchronous=NORMAL, as the device store).
+    /// Rows per second of the baseline (`InitialSyncBaselineDevice`, in its own process as the
+    /// device is, so that both start as cold as an app does), and its table's size.
     private func baselinePull(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> (rate: Double, storeBytes: Int) {
         let path = folder.path("baseline-device-\(expected).sqlite")
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let device = try Database(path: path, isExclusive: true)
-        try device.execute("CREATE TABLE documents (id TEXT PRIMARY KEY NOT NULL, body TEXT, version INTEGER NOT NULL) WITHOUT ROWID")
-        let connection = try RawHTTPConnection(port: port)
-        let clock = ContinuousClock()
-        var pulled = 0
-        let elapsed = try clock.measure {
-            var after: Int64 = 0
-            while true {
-                try connection.send("GET /changes?after=\(after)&limit=500 HTTP/1.1\r\nHost: x\r\n\r\n")
-                let rows = try Value(json: try connection.readResponse().body).mapValue?["changes"]?.arrayValue ?? []
-                if rows.isEmpty { break }
-                try device.write { database in
-                    for row in rows {
-                        let fields = row.mapValue ?? [:]
-                        try database.run(
-                            "INSERT INTO documents (id, body, version) VALUES (?, ?, ?)",
-                            [
-                                .text(fields["id"]?.stringValue ?? ""), .text((fields["body"] ?? .null).canonicalJSON),
-                                .integer(fields["version"]?.intValue ?? 0),
-                            ])
-                    }
-                }
-                pulled += rows.count
-                after = rows.last?.mapValue?["seq"]?.intValue ?? after
-            }
+        let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
+        let process = try SpawnedProcess(
+            executable.path, [InitialSyncBaselineDevice.flag, String(port), path, String(expected)], standardOutput: .pipe)
+        let data = process.output?.readDataToEndOfFile() ?? Data()
+        let termination = process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard termination == .exited(0), let line = text.split(separator: "\n").last(where: { $0.hasPrefix("baseline ") }),
+            let elapsed = line.split(separator: " ").last(where: { $0.hasPrefix("seconds=") }).flatMap({ Double($0.dropFirst(8)) })
+        else {
+            throw BenchmarkFailure("the baseline process failed (\(termination)): \(text)")
         }
-        device.close()
-        guard pulled == expected else { throw BenchmarkFailure("the baseline pulled \(pulled) of \(expected) rows") }
-        return (Double(expected) / seconds(elapsed), try Self.fileBytes(of: path))
+        return (Double(expected) / elapsed, try Self.fileBytes(of: path))
     }
 
     // MARK: - Push growth
@@ -459,6 +441,61 @@ private final class SyncServer: Sendable {
 /// EXPECTED` in a process of its own: an `AbrovaSync` on an empty store syncs once, following
 /// its progress, then prints one line with the documents pulled, the time and the peak resident
 /// memory (VmHWM).
+/// The baseline of the initial sync, run as its own process: pages of 500 rows by seq cursor over
+/// loopback HTTP, each page's JSON read and its rows inserted into an empty table in one
+/// transaction (WAL, synchronous=NORMAL, as the device store). The time starts before the file is
+/// made and the connection opened, as the device's starts before it opens its store.
+enum InitialSyncBaselineDevice {
+    static let flag = "--initial-sync-baseline"
+
+    static func run(_ arguments: [String]) -> Never {
+        guard arguments.count == 3, let port = UInt16(arguments[0]), let expected = Int(arguments[2]) else {
+            print("usage: abrova-bench \(flag) PORT TABLE_FILE EXPECTED")
+            exit(2)
+        }
+        do {
+            let clock = ContinuousClock()
+            var pulled = 0
+            var opened: Database?
+            let elapsed = try clock.measure {
+                let device = try Database(path: arguments[1], isExclusive: true)
+                opened = device
+                try device.execute("CREATE TABLE documents (id TEXT PRIMARY KEY NOT NULL, body TEXT, version INTEGER NOT NULL) WITHOUT ROWID")
+                let connection = try RawHTTPConnection(port: port)
+                var after: Int64 = 0
+                while true {
+                    try connection.send("GET /changes?after=\(after)&limit=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+                    let rows = try Value(json: try connection.readResponse().body).mapValue?["changes"]?.arrayValue ?? []
+                    if rows.isEmpty { break }
+                    try device.write { database in
+                        for row in rows {
+                            let fields = row.mapValue ?? [:]
+                            try database.run(
+                                "INSERT INTO documents (id, body, version) VALUES (?, ?, ?)",
+                                [
+                                    .text(fields["id"]?.stringValue ?? ""), .text((fields["body"] ?? .null).canonicalJSON),
+                                    .integer(fields["version"]?.intValue ?? 0),
+                                ])
+                        }
+                    }
+                    pulled += rows.count
+                    after = rows.last?.mapValue?["seq"]?.intValue ?? after
+                }
+            }
+            opened?.close()
+            guard pulled == expected else {
+                print("baseline failed: pulled \(pulled) of \(expected) rows")
+                exit(1)
+            }
+            print("baseline pulled=\(pulled) seconds=\(seconds(elapsed))")
+            exit(0)
+        } catch {
+            print("baseline failed: \(error)")
+            exit(1)
+        }
+    }
+}
+
 enum InitialSyncDevice {
     static let flag = "--initial-sync-device"
 

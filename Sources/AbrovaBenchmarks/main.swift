@@ -9,6 +9,7 @@ import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == InitialSyncDevice.flag { await InitialSyncDevice.run(Array(arguments.dropFirst())) }
+if arguments.first == InitialSyncBaselineDevice.flag { InitialSyncBaselineDevice.run(Array(arguments.dropFirst())) }
 let options = BenchmarkOptions(arguments: arguments)
 
 print("# abrova-bench")
