@@ -460,7 +460,8 @@ enum InitialSyncBaselineDevice {
             let elapsed = try clock.measure {
                 let device = try Database(path: arguments[1], isExclusive: true)
                 opened = device
-                try device.execute("CREATE TABLE documents (id TEXT PRIMARY KEY NOT NULL, body TEXT, version INTEGER NOT NULL) WITHOUT ROWID")
+                try device.execute(
+                    "CREATE TABLE documents (id TEXT PRIMARY KEY NOT NULL, body TEXT, version INTEGER NOT NULL) WITHOUT ROWID")
                 let connection = try RawHTTPConnection(port: port)
                 var after: Int64 = 0
                 while true {
