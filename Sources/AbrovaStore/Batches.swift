@@ -23,7 +23,10 @@ extension LocalStore {
             var rows: ArraySlice<QueueRow> = []
             while pending.count < page * Self.maximumComposedWrites {
                 let more = try database.query(
-                    "SELECT \(QueueRow.pendingColumns) FROM pending \(held.isEmpty ? "WHERE" : held + "AND") sequence > ? ORDER BY sequence LIMIT ?",
+                    """
+                    SELECT \(QueueRow.pendingColumnsWithoutView) FROM pending \(held.isEmpty ? "WHERE" : held + "AND") sequence > ?
+                    ORDER BY sequence LIMIT ?
+                    """,
                     [.integer(pending.last?.sequence ?? .min), .integer(Int64(page))], QueueRow.init)
                 pending += more
                 rows = FreezePlan.rowsFitting(pending, maximumChanges: maximumChanges, maximumBytes: maximumBytes)
@@ -33,9 +36,12 @@ extension LocalStore {
             let deltas = try rows.map { try memory.decodedPending[$0.sequence] ?? Self.decodeDelta($0.delta) }
             var confirmed: [DocumentKey: DocumentState] = [:]
             for key in FreezePlan.documentsPruned(rows, deltas: deltas) { confirmed[key] = try confirmedState(of: key) }
-            let plan = FreezePlan(
+            var plan = FreezePlan(
                 rows: rows, deltas: deltas, confirmed: confirmed, clientID: clientID, sequence: memory.nextBatch,
                 maximumChanges: maximumChanges, strategyOf: strategyOf)
+            try plan.takeViews { row in
+                try database.queryFirst("SELECT view FROM pending WHERE sequence = ?", [.integer(row)]) { $0.text(0) } ?? nil
+            }
             let stillPending = try database.write { database in try apply(plan, in: database) }
             memory.froze(plan, stillPending: stillPending)
             if !plan.cancelledWrites.isEmpty { notify(changed: Set(plan.cancelledWrites.keys)) }

@@ -17,6 +17,8 @@ struct FreezePlan: Equatable {
         /// On the document's last kept change of the batch, the view after the batch's last change
         /// of it (only the newest change of a document keeps a view); `nil` on the others.
         var view: String?
+        /// The row (its sequence) whose view `view` is, on the change that takes one.
+        var viewRow: Int64?
     }
 
     /// What planning keeps of one document while it walks the rows.
@@ -27,14 +29,23 @@ struct FreezePlan: Equatable {
         var openChange: Int?
         /// The position of its last change in the batch.
         var lastChange: Int?
-        /// The view after the batch's last change of it, cancelled or not.
+        /// The view after the batch's last change of it, cancelled or not, and that change's row.
         var lastView: String?
+        var lastRow: Int64?
+    }
+
+    /// Gives each change that takes a view the view of its row as `view(ofRow:)` reads it, for
+    /// rows read without their views (`QueueRow.pendingColumnsWithoutView`).
+    mutating func takeViews(_ view: (_ ofRow: Int64) throws -> String?) rethrows {
+        for position in changes.indices {
+            if let row = changes[position].viewRow { changes[position].view = try view(row) }
+        }
     }
 
     /// The batch's number.
     let sequence: Int64
     /// What the batch sends, in order.
-    let changes: [FrozenChange]
+    private(set) var changes: [FrozenChange]
     /// The pending rows (sequences) that leave `pending`: every change taken, sent or not.
     let takenRows: [Int64]
     /// Changes left with nothing to do once pruned, dropped with their writes, by document.
@@ -142,6 +153,7 @@ struct FreezePlan: Equatable {
             if !pruned.isEmpty, composesInto == nil, changes.count >= maximumChanges { break }
             taken += 1
             documents[number].lastView = row.view
+            documents[number].lastRow = row.sequence
             if pruned.isEmpty {
                 cancelled[row.key, default: 0] += row.writes
             } else if let position = composesInto {
@@ -173,7 +185,9 @@ struct FreezePlan: Equatable {
             changes[position].encoded = LocalStore.encode(changes[position].change.delta)
         }
         for document in documents {
-            if let position = document.lastChange { changes[position].view = document.lastView }
+            guard let position = document.lastChange else { continue }
+            changes[position].view = document.lastView
+            changes[position].viewRow = document.lastRow
         }
         self.sequence = sequence
         self.changes = changes

@@ -28,6 +28,9 @@ struct QueueRow: Equatable {
 
     /// The columns `init(_:)` reads, in its order, from `pending`.
     static let pendingColumns = "sequence, collection, id, delta, writes, view, parts, as_written, origin, alone"
+    /// `pendingColumns` with no view (NULL in its place): a freeze reads many rows, and needs the
+    /// view of only the last of each document (`FreezePlan.takeViews`).
+    static let pendingColumnsWithoutView = "sequence, collection, id, delta, writes, NULL, parts, as_written, origin, alone"
     /// The columns `init(_:)` reads, in its order, from `inflight`.
     static let inflightColumns = "position, collection, id, delta, writes, view, parts, as_written, origin, alone"
 
