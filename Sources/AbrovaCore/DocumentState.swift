@@ -31,7 +31,7 @@ public struct ObservedRemoveSet: Hashable, Sendable {
 
     /// The elements in their canonical order, as apps see them.
     public var sortedElements: [Value] {
-        Self.canonicallySorted(Set(elements.keys))
+        Self.canonicallySorted(elements.keys)
     }
 }
 

@@ -194,12 +194,14 @@ extension ObservedRemoveSet {
     /// Appends the compact form of a set field: `{"s": [[element, addedAt], ...], "v": version}`.
     func writeEncoded(to bytes: inout [UInt8]) {
         bytes.append(contentsOf: #"{"s":["#.utf8)
-        for (position, element) in sortedElements.enumerated() {
+        // Each element's JSON is made once: it is both the sort key and what is written.
+        let sorted = elements.map { (json: $0.key.canonicalJSON, addedAt: $0.value) }.sorted { Value.canonicalOrder($0.json, $1.json) }
+        for (position, element) in sorted.enumerated() {
             if position > 0 { bytes.append(UInt8(ascii: ",")) }
             bytes.append(UInt8(ascii: "["))
-            element.writeCanonicalJSON(to: &bytes)
+            bytes.append(contentsOf: element.json.utf8)
             bytes.append(UInt8(ascii: ","))
-            Value.writeDecimal(Int64(bitPattern: (elements[element] ?? .zero).rawValue), to: &bytes)
+            Value.writeDecimal(Int64(bitPattern: element.addedAt.rawValue), to: &bytes)
             bytes.append(UInt8(ascii: "]"))
         }
         bytes.append(contentsOf: #"],"v":"#.utf8)
@@ -207,7 +209,7 @@ extension ObservedRemoveSet {
         bytes.append(UInt8(ascii: "}"))
     }
 
-    static func canonicallySorted(_ elements: Set<Value>) -> [Value] {
+    static func canonicallySorted(_ elements: some Sequence<Value>) -> [Value] {
         elements.map { ($0.canonicalJSON, $0) }.sorted { Value.canonicalOrder($0.0, $1.0) }.map(\.1)
     }
 }
