@@ -475,15 +475,29 @@ public struct DocumentDelta: Hashable, Sendable {
     /// left with nothing to do is dropped when the set it acts on stays (the change neither creates
     /// the document again nor removes the set first, either of which leaves a new, empty set).
     public func droppingUnobservedRemoves(confirmed: DocumentState) -> DocumentDelta {
+        droppingUnobservedRemoves { path in
+            guard case .set(let set)? = confirmed[path] else { return nil }
+            return { set.elements[$0] != nil }
+        }
+    }
+
+    /// `droppingUnobservedRemoves(confirmed:)` against the sets a batch's earlier changes left.
+    package func droppingUnobservedRemoves(observed: ObservedSets) -> DocumentDelta {
+        droppingUnobservedRemoves { path in observed.sets[path].map { set in { set.contains($0) } } }
+    }
+
+    /// Prunes against `setAt(path)`: whether the set at a path holds an element, `nil` where no
+    /// set is.
+    private func droppingUnobservedRemoves(setAt: (FieldPath) -> ((Value) -> Bool)?) -> DocumentDelta {
         var result = self
         for (path, change) in setChanges {
-            guard case .set(let set)? = confirmed[path] else { continue }
+            guard let holds = setAt(path) else { continue }
             // Only a change with something to prune is touched: writing the result's dictionary
             // would copy it.
-            guard change.removes.contains(where: { set.elements[$0] == nil }) || (change.adds.isEmpty && change.removes.isEmpty)
+            guard change.removes.contains(where: { !holds($0) }) || (change.adds.isEmpty && change.removes.isEmpty)
             else { continue }
             var pruned = change
-            pruned.removes = change.removes.filter { set.elements[$0] != nil }
+            pruned.removes = change.removes.filter(holds)
             let setStays = create == nil && fieldRemovals[path] == nil && !removals.keys.contains { path.isWithin($0) }
             result.setChanges[path] = pruned.adds.isEmpty && pruned.removes.isEmpty && setStays ? nil : pruned
         }

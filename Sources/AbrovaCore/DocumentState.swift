@@ -338,7 +338,7 @@ public struct DocumentState: Hashable, Sendable {
     }
 
     /// Whether a write at `path` replaces a live field besides its own (see `removeLiveFields`).
-    private func replacesLiveFields(_ path: FieldPath) -> Bool {
+    func replacesLiveFields(_ path: FieldPath) -> Bool {
         var prefix = path
         while let parent = prefix.parent, !parent.isRoot {
             if fields[parent]?.isLive == true { return true }

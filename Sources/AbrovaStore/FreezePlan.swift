@@ -23,8 +23,12 @@ struct FreezePlan: Equatable {
 
     /// What planning keeps of one document while it walks the rows.
     private struct PlannedDocument {
-        /// The document as the batch's changes so far leave it, once a change of it has set changes.
-        var observed: DocumentState?
+        /// The document's sets as the batch's changes so far leave them, once a change of it has
+        /// set changes; the whole document instead where a set overlaps another field
+        /// (`ObservedSets.init`).
+        var observedSets: ObservedSets?
+        var observedState: DocumentState?
+        var isObserved: Bool { observedSets != nil || observedState != nil }
         /// The change (its position) later queued changes of it may still compose into.
         var openChange: Int?
         /// The position of its last change in the batch.
@@ -134,18 +138,29 @@ struct FreezePlan: Equatable {
             }
             var pruned = delta
             var isPruned = false
-            if !delta.setChanges.isEmpty || documents[number].observed != nil {
+            if !delta.setChanges.isEmpty || documents[number].isObserved {
                 // Removes of elements the server never showed this device take nothing: dropped.
                 // An element an earlier change of this batch adds counts as shown: the server
-                // applies that add first, and the remove must take it.
-                if documents[number].observed == nil {
-                    documents[number].observed = confirmed.removeValue(forKey: row.key) ?? DocumentState()
+                // applies that add first, and the remove must take it. (What is observed is taken
+                // out while it changes, so that it changes in place, not as a copy.)
+                var sets = documents[number].observedSets
+                var state = documents[number].observedState
+                documents[number].observedSets = nil
+                documents[number].observedState = nil
+                if sets == nil, state == nil {
+                    let confirmed = confirmed.removeValue(forKey: row.key) ?? DocumentState()
+                    sets = ObservedSets(confirmed)
+                    if sets == nil { state = confirmed }
                 }
-                if !delta.setChanges.isEmpty, let observed = documents[number].observed {
-                    pruned = delta.droppingUnobservedRemoves(confirmed: observed)
+                if !delta.setChanges.isEmpty {
+                    if let sets { pruned = delta.droppingUnobservedRemoves(observed: sets) }
+                    if let state { pruned = delta.droppingUnobservedRemoves(confirmed: state) }
                     isPruned = pruned != delta
                 }
-                documents[number].observed?.applyLocally(pruned, at: LocalStore.localVersion)
+                sets?.apply(pruned)
+                state?.applyLocally(pruned, at: LocalStore.localVersion)
+                documents[number].observedSets = sets
+                documents[number].observedState = state
             }
             let composesInto = documents[number].openChange.flatMap {
                 Self.composes(pruned, of: row, into: changes[$0].change) ? $0 : nil

@@ -132,6 +132,40 @@ import Testing
             })
     }
 
+    /// A freeze follows a batch's documents by their sets alone (`ObservedSets`): after each change
+    /// the sets are the whole state's, and pruning the next change against them gives what pruning
+    /// against the whole state gives. A state where a set overlaps another live field is left to
+    /// the whole state.
+    @Test func observedSetsFollowTheWholeState() async {
+        expectNoFailure(
+            await Property.check("observed sets follow the state", generate: Self.twoEdits) { input in
+                var state = input.history.states[input.secondSnapshot]
+                guard var sets = ObservedSets(state) else {
+                    let overlaps = Self.sets(of: state).keys.contains { set in
+                        state.fields.contains { path, field in field.isLive && path != set && path.overlaps(set) }
+                    }
+                    return overlaps ? nil : "no set overlaps another field, yet the sets were not taken"
+                }
+                let version = input.history.final.version.next
+                for delta in [input.first, input.second] {
+                    let byState = delta.droppingUnobservedRemoves(confirmed: state)
+                    let bySets = delta.droppingUnobservedRemoves(observed: sets)
+                    if byState != bySets { return "pruned against the state: \(byState); against the sets: \(bySets)" }
+                    state.applyLocally(byState, at: version)
+                    sets.apply(byState)
+                    if sets.sets != Self.sets(of: state) { return "sets \(sets.sets); the state's \(Self.sets(of: state))" }
+                }
+                return nil
+            })
+    }
+
+    static func sets(of state: DocumentState) -> [FieldPath: Set<Value>] {
+        state.fields.compactMapValues { field in
+            guard case .set(let set) = field else { return nil }
+            return Set(set.elements.keys)
+        }
+    }
+
     @Test func composeLosesNoConflictThatMatters() async {
         expectNoFailure(
             await Property.check("compose loses no conflict", generate: Self.twoEdits) { input in
