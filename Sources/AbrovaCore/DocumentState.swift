@@ -293,15 +293,18 @@ public struct DocumentState: Hashable, Sendable {
         return result
     }
 
-    /// Paths of the live fields that writing `path` would replace: at a strict prefix of it or within it.
-    func livePaths(overlapping path: FieldPath) -> [FieldPath] {
-        var result = livePaths(within: path)
+    /// Calls `body` with the path of each live field that writing `path` would replace: at `path`,
+    /// at a strict prefix of it or within it.
+    func forEachLivePath(overlapping path: FieldPath, _ body: (FieldPath) -> Void) {
+        if let field = fields[path], field.isLive { body(path) }
+        if path.isRoot || interiorPaths.contains(path) {
+            for (candidate, field) in fields where field.isLive && candidate != path && candidate.isWithin(path) { body(candidate) }
+        }
         var prefix = path
         while let parent = prefix.parent, !parent.isRoot {
-            if let field = fields[parent], field.isLive { result.append(parent) }
+            if let field = fields[parent], field.isLive { body(parent) }
             prefix = parent
         }
-        return result
     }
 
     /// Removes the field at `path` (leaving a tombstone).
@@ -322,7 +325,7 @@ public struct DocumentState: Hashable, Sendable {
     }
 
     /// Removes the live fields a write at `path` replaces besides its own: those at a strict
-    /// prefix of it and those strictly within it (`livePaths(overlapping:)` without `path`,
+    /// prefix of it and those strictly within it (`forEachLivePath(overlapping:)` but `path`,
     /// found without gathering them when there are none, the common case).
     private mutating func removeLiveFields(replacedBy path: FieldPath, at version: Version) {
         var prefix = path

@@ -88,6 +88,7 @@ private struct ServerJoin {
 
     mutating func run(on state: inout DocumentState) throws(ValueError) -> JoinReport {
         let bases = touchedBases(in: state)
+        saved.reserveCapacity(bases.count)
         for path in bases.keys { saved[path] = .some(state[path]) }
         let savedExistence = state.existence
         let savedVersion = state.version
@@ -196,6 +197,7 @@ private struct ServerJoin {
     /// Every field the delta touches, with the earliest base of the parts that touch it.
     private func touchedBases(in before: DocumentState) -> [FieldPath: Version] {
         var bases: [FieldPath: Version] = [:]
+        bases.reserveCapacity(delta.removals.count + delta.fieldRemovals.count + delta.assignments.count + delta.setChanges.count)
         func touch(_ path: FieldPath, _ base: Version) { bases[path] = min(bases[path] ?? base, base) }
         if let createBase = delta.create {
             for path in before.livePaths(within: .root) { touch(path, createBase) }
@@ -206,11 +208,11 @@ private struct ServerJoin {
         for (path, base) in delta.fieldRemovals where before[path]?.isLive == true { touch(path, base) }
         for (path, assignment) in delta.assignments {
             touch(path, assignment.base)
-            for live in before.livePaths(overlapping: path) { touch(live, assignment.base) }
+            before.forEachLivePath(overlapping: path) { touch($0, assignment.base) }
         }
         for (path, change) in delta.setChanges {
             touch(path, change.base)
-            for live in before.livePaths(overlapping: path) { touch(live, change.base) }
+            before.forEachLivePath(overlapping: path) { touch($0, change.base) }
         }
         return bases
     }
