@@ -56,6 +56,7 @@ public final class FaultProxy: Sendable {
         var connections = 0
         var forwarded = ForwardedBytes()
         var isStopped = false
+        var isListenerClosed = false
         /// Open connections, by their client socket.
         var open: [Int32: Connection] = [:]
     }
@@ -122,13 +123,12 @@ public final class FaultProxy: Sendable {
         let open = state.withLock { state -> [Connection]? in
             guard !state.isStopped else { return nil }
             state.isStopped = true
+            // Under the lock the accept loop closes the listener with: once closed, its number
+            // may be another socket's.
+            if !state.isListenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
             return Array(state.open.values)
         }
-        // Once only: the accept loop closes the listener after this, and its number may be
-        // another socket's by a second call.
-        guard let open else { return }
-        shutdown(listener, Int32(SHUT_RDWR))
-        for connection in open { connection.resetAll() }
+        for connection in open ?? [] { connection.resetAll() }
     }
 
     /// Resets every open connection (as a network that drops them all), leaving the proxy up.
@@ -182,15 +182,17 @@ public final class FaultProxy: Sendable {
             Thread { proxy.pump(connection, towardServer: true) }.start()
             Thread { proxy.pump(connection, towardServer: false) }.start()
             if let twin {
-                // The twin's answers are read and dropped, so the server never blocks on them; the
-                // twin is closed here, once the server has closed its end.
+                // The twin's answers are read and dropped, so the server never blocks on them.
                 Thread {
                     Socket.drain(twin)
-                    _ = Glibc.close(twin)
+                    proxy.finishThread(of: connection)
                 }.start()
             }
         }
-        _ = Glibc.close(listener)
+        state.withLock { state in
+            state.isListenerClosed = true
+            _ = Glibc.close(listener)
+        }
     }
 
     /// Copies one direction of a connection, applying the fault chunk by chunk.
@@ -244,46 +246,57 @@ public final class FaultProxy: Sendable {
         // Half-close: the other side hears the end of this direction; the last pump out closes all.
         shutdown(destination, Int32(SHUT_WR))
         if towardServer, let twin = connection.twin { shutdown(twin, Int32(SHUT_WR)) }
-        if connection.finishOneDirection() {
-            state.withLock { state in state.open[connection.client] = nil }
-            connection.close()
-        }
+        finishThread(of: connection)
+    }
+
+    /// One of `connection`'s threads is done; after the last, it leaves the open connections.
+    private func finishThread(of connection: Connection) {
+        // A reset of it meanwhile, found in `open`, sees that its sockets are closed.
+        if connection.finishThread() { state.withLock { state in state.open[connection.client] = nil } }
     }
 }
 
 /// One proxied connection: the client's socket, the server's, and the duplicate's.
+///
+/// Its sockets are closed by the last of its threads to finish (the two pumps, and the twin's
+/// reader), so no thread of it touches a socket number after the close; a reset from outside
+/// (`stop`, `resetConnections`) looks under the lock whether they are closed. A socket's number is
+/// another's once closed: a shutdown of it would end some other connection of the process.
 private final class Connection: Sendable {
     let client: Int32
     let upstream: Int32
     let twin: Int32?
-    private let directionsLeft = Mutex(2)
+    /// The threads still using the sockets, and whether they are closed.
+    private let lifecycle: Mutex<(threadsLeft: Int, isClosed: Bool)>
 
     init(client: Int32, upstream: Int32, twin: Int32?) {
         self.client = client
         self.upstream = upstream
         self.twin = twin
+        lifecycle = Mutex((threadsLeft: twin == nil ? 2 : 3, isClosed: false))
     }
 
-    var descriptors: [Int32] { [client, upstream] + (twin.map { [$0] } ?? []) }
+    private var descriptors: [Int32] { [client, upstream] + (twin.map { [$0] } ?? []) }
 
-    /// Whether this was the last direction to finish.
-    func finishOneDirection() -> Bool {
-        directionsLeft.withLock { left in
-            left -= 1
-            return left == 0
+    /// A thread of the connection is done with its sockets; the last one closes them. Returns
+    /// whether this was the last.
+    func finishThread() -> Bool {
+        lifecycle.withLock { state in
+            state.threadsLeft -= 1
+            guard state.threadsLeft == 0 else { return false }
+            state.isClosed = true
+            for descriptor in descriptors { _ = Glibc.close(descriptor) }
+            return true
         }
     }
 
-    /// Resets every socket of the connection: both pumps stop at their next read.
+    /// Resets every socket, unless they are closed: the connection's threads stop at their next read.
     func resetAll() {
-        for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
-        Socket.setResetOnClose(client)
-        Socket.setResetOnClose(upstream)
-    }
-
-    /// Closes the client's and the server's sockets (the twin's reader closes the twin).
-    func close() {
-        _ = Glibc.close(client)
-        _ = Glibc.close(upstream)
+        lifecycle.withLock { state in
+            guard !state.isClosed else { return }
+            for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
+            Socket.setResetOnClose(client)
+            Socket.setResetOnClose(upstream)
+        }
     }
 }

@@ -62,6 +62,7 @@ public final class LongPollServer: Sendable {
         var abandoned: [Int] = []
         var open: Set<Int32> = []
         var isStopped = false
+        var isListenerClosed = false
     }
 
     /// Listens on a free loopback port; `script` decides each request's reply (changed with
@@ -103,15 +104,17 @@ public final class LongPollServer: Sendable {
     }
 
     /// Stops listening and closes every connection.
+    ///
+    /// The shutdowns happen under the lock that a connection's close takes: a socket closed
+    /// meanwhile has left `open`, and its number, perhaps another connection's of the process by
+    /// then, is not touched.
     public func stop() {
-        let open = state.withLock { state -> Set<Int32>? in
-            guard !state.isStopped else { return nil }
+        state.withLock { state in
+            guard !state.isStopped else { return }
             state.isStopped = true
-            return state.open
+            if !state.isListenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
+            for descriptor in state.open { shutdown(descriptor, Int32(SHUT_RDWR)) }
         }
-        guard let open else { return }
-        shutdown(listener, Int32(SHUT_RDWR))
-        for descriptor in open { shutdown(descriptor, Int32(SHUT_RDWR)) }
     }
 
     private func acceptLoop() {
@@ -133,7 +136,10 @@ public final class LongPollServer: Sendable {
             let server = self
             Thread { server.serve(client) }.start()
         }
-        _ = Glibc.close(listener)
+        state.withLock { state in
+            state.isListenerClosed = true
+            _ = Glibc.close(listener)
+        }
     }
 
     /// Serves one connection's requests until it closes.
@@ -149,8 +155,10 @@ public final class LongPollServer: Sendable {
             guard case .answer(let status, let headers, let body) = reply, Socket.sendAll(descriptor, Self.answer(status, headers, body))
             else { break }
         }
-        state.withLock { _ = $0.open.remove(descriptor) }
-        _ = Glibc.close(descriptor)
+        state.withLock { state in
+            state.open.remove(descriptor)
+            _ = Glibc.close(descriptor)
+        }
     }
 
     /// Waits until the test answers the held request (its answer) or the client closes (`nil`).
