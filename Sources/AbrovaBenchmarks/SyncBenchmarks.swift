@@ -157,24 +157,10 @@ struct SyncBenchmarks {
 
     /// Runs this benchmark again as the device (`InitialSyncDevice`) and reads what it reports.
     private func runDevice(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> DeviceResult {
-        let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
         let storePath = folder.path("device-\(expected).sqlite")
-        let process = try SpawnedProcess(
-            executable.path, [InitialSyncDevice.flag, String(port), storePath, String(expected)],
-            standardOutput: .pipe)
-        let data = process.output?.readDataToEndOfFile() ?? Data()
-        let termination = process.waitUntilExit()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) } }
+        let (line, fields) = try Self.runItself(InitialSyncDevice.flag, [String(port), storePath, String(expected)], reporting: "device")
         let storeBytes = try? Self.fileBytes(of: storePath)
-        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) }
-        let text = String(decoding: data, as: UTF8.self)
-        guard termination == .exited(0), let line = text.split(separator: "\n").last(where: { $0.hasPrefix("device ") }) else {
-            throw BenchmarkFailure("the device process failed (\(termination)): \(text)")
-        }
-        var fields: [String: Double] = [:]
-        for part in line.split(separator: " ").dropFirst() {
-            let pair = part.split(separator: "=")
-            if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
-        }
         guard let pulled = fields["pulled"], Int(pulled) == expected, let elapsed = fields["seconds"], let peak = fields["peakKiB"],
             let start = fields["startKiB"], let reports = fields["reports"]
         else {
@@ -190,18 +176,33 @@ struct SyncBenchmarks {
     private func baselinePull(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> (rate: Double, storeBytes: Int) {
         let path = folder.path("baseline-device-\(expected).sqlite")
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let (line, fields) = try Self.runItself(
+            InitialSyncBaselineDevice.flag, [String(port), path, String(expected)], reporting: "baseline")
+        guard let pulled = fields["pulled"], Int(pulled) == expected, let elapsed = fields["seconds"] else {
+            throw BenchmarkFailure("the baseline pulled other than \(expected) rows: \(line)")
+        }
+        return (Double(expected) / elapsed, try Self.fileBytes(of: path))
+    }
+
+    /// Runs this benchmark again with `flag` and `arguments`, and reads the last line it prints
+    /// that starts with `name`: its `key=number` fields.
+    private static func runItself(
+        _ flag: String, _ arguments: [String], reporting name: String
+    ) throws -> (line: Substring, fields: [String: Double]) {
         let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
-        let process = try SpawnedProcess(
-            executable.path, [InitialSyncBaselineDevice.flag, String(port), path, String(expected)], standardOutput: .pipe)
+        let process = try SpawnedProcess(executable.path, [flag] + arguments, standardOutput: .pipe)
         let data = process.output?.readDataToEndOfFile() ?? Data()
         let termination = process.waitUntilExit()
         let text = String(decoding: data, as: UTF8.self)
-        guard termination == .exited(0), let line = text.split(separator: "\n").last(where: { $0.hasPrefix("baseline ") }),
-            let elapsed = line.split(separator: " ").last(where: { $0.hasPrefix("seconds=") }).flatMap({ Double($0.dropFirst(8)) })
-        else {
-            throw BenchmarkFailure("the baseline process failed (\(termination)): \(text)")
+        guard termination == .exited(0), let line = text.split(separator: "\n").last(where: { $0.hasPrefix(name + " ") }) else {
+            throw BenchmarkFailure("the \(name) process failed (\(termination)): \(text)")
         }
-        return (Double(expected) / elapsed, try Self.fileBytes(of: path))
+        var fields: [String: Double] = [:]
+        for part in line.split(separator: " ").dropFirst() {
+            let pair = part.split(separator: "=")
+            if pair.count == 2 { fields[String(pair[0])] = Double(pair[1]) }
+        }
+        return (line, fields)
     }
 
     // MARK: - Push growth
@@ -437,14 +438,11 @@ private final class SyncServer: Sendable {
     func stop() { server.shutdown() }
 }
 
-/// The device of the initial-sync figure, run as `abrova-bench --initial-sync-device PORT STORE
-/// EXPECTED` in a process of its own: an `AbrovaSync` on an empty store syncs once, following
-/// its progress, then prints one line with the documents pulled, the time and the peak resident
-/// memory (VmHWM).
 /// The baseline of the initial sync, run as its own process: pages of 500 rows by seq cursor over
 /// loopback HTTP, each page's JSON read and its rows inserted into an empty table in one
 /// transaction (WAL, synchronous=NORMAL, as the device store). The time starts before the file is
-/// made and the connection opened, as the device's starts before it opens its store.
+/// made and the connection opened, as the device's starts before it opens its store. It prints one
+/// line with the rows pulled and the time.
 enum InitialSyncBaselineDevice {
     static let flag = "--initial-sync-baseline"
 
@@ -497,6 +495,10 @@ enum InitialSyncBaselineDevice {
     }
 }
 
+/// The device of the initial-sync figure, run as `abrova-bench --initial-sync-device PORT STORE
+/// EXPECTED` in a process of its own: an `AbrovaSync` on an empty store syncs once, following
+/// its progress, then prints one line with the documents pulled, the time and the peak resident
+/// memory (VmHWM).
 enum InitialSyncDevice {
     static let flag = "--initial-sync-device"
 
