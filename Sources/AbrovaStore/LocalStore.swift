@@ -35,6 +35,13 @@ package actor LocalStore {
     /// counts as one: the device's change is not on the server until its resolution is.
     package var unsentWriteCount: Int { memory.unsentWriteCount + memory.heldDocuments.count }
 
+    /// The WAL's length (pages) at which a commit copies it into the file. A write appends to the
+    /// queue, so each checkpoint writes new pages at the file's end and syncs the file: in a run
+    /// of writes, the largest single cost. Four times SQLite's default checkpoints a quarter as
+    /// often (the benchmark's local writes: 0.83–0.92× of plain upserts before, 0.93–1.01× after),
+    /// for a WAL file of up to 16 MB at 4 KiB pages, folded in and removed when the store closes.
+    static let checkpointPages = 4_096
+
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
     ///
     /// - Throws: `StoreError`: `.newerSchema` for a store written by a newer version, `.notAStore`
@@ -46,6 +53,7 @@ package actor LocalStore {
         do {
             // The app's process owns its store: exclusive locking spares a file lock per transaction.
             database = try Database(path: path, durability: durability, isExclusive: true)
+            try database.execute("PRAGMA wal_autocheckpoint=\(Self.checkpointPages)")
             try Schema.migrate(database)
             clientID = try Self.loadOrCreateClientID(database)
             let unsentRows = try database.query(

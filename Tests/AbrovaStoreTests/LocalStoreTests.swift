@@ -937,6 +937,19 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(try Database(path: file).queryFirst("PRAGMA user_version") { $0.integer(0) } == Int64(Schema.currentVersion))
     }
 
+    @Test func aRunOfWritesIsNotCheckpointedAtSQLitesDefaultLength() async throws {
+        let file = folder.path("store.sqlite")
+        let store = try LocalStore(path: file)
+        // Each write appends a row in a transaction of its own: at least a frame each.
+        for index in 0..<1_500 {
+            try await store.setData(["n": .int(Int64(index))], for: DocumentKey(collection: "c", id: "d\(index)"))
+        }
+        let walBytes = try FileManager.default.attributesOfItem(atPath: file + "-wal")[.size] as? Int ?? 0
+        let frameBytes = 24 + 4_096
+        #expect(walBytes > 1_400 * frameBytes, "the WAL was folded in at about 1,000 pages (\(walBytes) bytes)")
+        #expect(LocalStore.checkpointPages * frameBytes < 20_000_000)
+    }
+
     @Test func theStricterDurabilityCanBeChosen() async throws {
         let file = folder.path("store.sqlite")
         _ = try LocalStore(path: file, durability: .full)
