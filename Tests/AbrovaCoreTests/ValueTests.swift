@@ -173,6 +173,29 @@ import Testing
         if let failure { Issue.record(Comment(rawValue: failure.description)) }
     }
 
+    /// A path keeps its string's hash: two paths are equal, and hash alike, exactly when their
+    /// dotted strings are equal (so canonically equivalent spellings are one path, as before).
+    @Test func pathsAreEqualAndHashAlikeExactlyWhenTheirStringsAre() async {
+        let pieces = ["a", "b", ".", "e\u{301}", "é", "K", "\u{212A}", "qty", "items"]
+        let failure = await Property.check(
+            "paths equal and hash alike as their strings",
+            generate: { choices in
+                let one = (1...choices.below(4) + 1).map { _ in choices.element(of: pieces) }.joined()
+                let other = choices.below(3) == 0 ? one : (1...choices.below(4) + 1).map { _ in choices.element(of: pieces) }.joined()
+                return (one, other)
+            },
+            property: { pair in
+                let (one, other) = pair
+                guard let left = try? FieldPath(one), let right = try? FieldPath(other) else { return nil }
+                if (left == right) != (one == other) { return "== differs from the strings' for \(one) and \(other)" }
+                if left == right, left.hashValue != right.hashValue { return "equal paths hash apart: \(one), \(other)" }
+                let keyed: [FieldPath: Int] = [left: 1]
+                if (keyed[right] != nil) != (one == other) { return "a dictionary keyed by \(one) answers wrongly for \(other)" }
+                return nil
+            })
+        if let failure { Issue.record(Comment(rawValue: failure.description)) }
+    }
+
     @Test func nestingDeeperThanTheLimitIsRefused() async {
         var value: Value = 1
         for _ in 0..<ValueLimits.maximumDepth { value = ["level": value] }
