@@ -67,7 +67,12 @@ extension LocalStore {
                 ])
         }
         if memory.heldDocuments.isEmpty, let last = plan.takenRows.last {
-            try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(last)])
+            if last == memory.tail?.sequence {
+                // The whole queue: SQLite frees its pages without rewriting each row's.
+                try database.run("DELETE FROM pending")
+            } else {
+                try database.run("DELETE FROM pending WHERE sequence <= ?", [.integer(last)])
+            }
         } else {
             // Held changes stay among the frozen ones.
             for row in plan.takenRows { try database.run("DELETE FROM pending WHERE sequence = ?", [.integer(row)]) }
