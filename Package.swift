@@ -91,7 +91,7 @@ let package = Package(
         // The demo's story, run in-process.
         .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
         // Imports the SDK as an app does (no @testable, no SPI): the documentation's examples compile.
-        .testTarget(name: "AbrovaAppTests", dependencies: ["AbrovaSync"]),
+        .testTarget(name: "AbrovaAppTests", dependencies: ["AbrovaSync", "AbrovaTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -37,6 +37,22 @@ extension Value {
         return nil
     }
 
+    /// The number, or `nil` when the value is not a number: an integer reads as a `Double` too
+    /// (numbers compare as numbers, as in Firestore).
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let double): double
+        case .int(let int): Double(int)
+        default: nil
+        }
+    }
+
+    /// The Boolean, or `nil` when the value is not one.
+    public var boolValue: Bool? {
+        if case .bool(let bool) = self { return bool }
+        return nil
+    }
+
     /// The elements, or `nil` when the value is not an array.
     public var arrayValue: [Value]? {
         if case .array(let elements) = self { return elements }

@@ -3,44 +3,6 @@ import AbrovaStore
 import Foundation
 
 extension AbrovaSync {
-    /// A value to write with `updateData`: a value, or one of the sentinels in the manner of
-    /// Firestore's `FieldValue`.
-    ///
-    ///     try await cart.updateData(["qty.milk": 2, "items": .arrayUnion(["eggs"]), "coupon": .delete()])
-    public enum FieldValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
-        ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
-    {
-        /// Sets the field.
-        case value(Value)
-        /// Removes the field.
-        case remove
-        /// Adds elements to the set field (an observed-remove set: a concurrent add wins over a remove).
-        case setAdd([Value])
-        /// Removes elements from the set field (only the adds this device has seen).
-        case setRemove([Value])
-
-        /// Removes the field.
-        public static func delete() -> FieldValue { .remove }
-        /// Adds elements to the set field.
-        public static func arrayUnion(_ elements: [Value]) -> FieldValue { .setAdd(elements) }
-        /// Removes elements from the set field.
-        public static func arrayRemove(_ elements: [Value]) -> FieldValue { .setRemove(elements) }
-
-        public init(stringLiteral value: String) { self = .value(.string(value)) }
-        public init(integerLiteral value: Int64) { self = .value(.int(value)) }
-        public init(floatLiteral value: Double) { self = .value(.double(value)) }
-        public init(booleanLiteral value: Bool) { self = .value(.bool(value)) }
-        public init(arrayLiteral elements: Value...) { self = .value(.array(elements)) }
-        public init(dictionaryLiteral elements: (String, Value)...) {
-            self = .value(.map(Dictionary(elements, uniquingKeysWith: { _, last in last })))
-        }
-    }
-}
-
-/// `AbrovaSync.FieldValue`, by its short name.
-public typealias FieldValue = AbrovaSync.FieldValue
-
-extension AbrovaSync {
     /// A collection of documents.
     public struct CollectionReference: Sendable {
         /// The collection's name.
@@ -63,6 +25,14 @@ extension AbrovaSync {
             let reference = document()
             try await reference.setData(data)
             return reference
+        }
+
+        /// Adds a document with a new id, its fields given as Swift values (see
+        /// `DocumentReference.setData(_:)`).
+        @_disfavoredOverload
+        @discardableResult
+        public func add(data: [String: any ValueConvertible]) async throws(AbrovaSyncError) -> DocumentReference {
+            try await add(data: data.mapValues(\.documentValue))
         }
 
         /// Adds a document encoded from `value`.
@@ -142,6 +112,16 @@ extension AbrovaSync {
             return try await sync.write(key) { store, online in try await store.write(.set(data), for: key, asWritten: online) }
         }
 
+        /// Replaces the document with these fields, given as Swift values (`String`, `Int`,
+        /// `Double`, `Bool`, `Value`, and arrays, dictionaries and optionals of them):
+        ///
+        ///     try await cart.setData(["owner": name, "total": total, "tags": tags])
+        @_disfavoredOverload
+        @discardableResult
+        public func setData(_ data: [String: any ValueConvertible]) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await setData(data.mapValues(\.documentValue))
+        }
+
         /// Replaces the document with `value` encoded.
         @discardableResult
         public func setData(from value: some Encodable) async throws(AbrovaSyncError) -> DocumentSnapshot {
@@ -154,6 +134,19 @@ extension AbrovaSync {
         ///   `setData(_:)`.
         @discardableResult
         public func updateData(_ fields: [String: FieldValue]) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await update(fields)
+        }
+
+        /// Updates fields by dotted path, given as Swift values or `FieldValue`s:
+        ///
+        ///     try await cart.updateData(["qty.milk": quantity + 1, "items": .arrayUnion([item])])
+        @_disfavoredOverload
+        @discardableResult
+        public func updateData(_ fields: [String: any FieldValueConvertible]) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await update(fields.mapValues(\.fieldValue))
+        }
+
+        private func update(_ fields: [String: FieldValue]) async throws(AbrovaSyncError) -> DocumentSnapshot {
             var assignments: [FieldPath: Value] = [:]
             var removals: [FieldPath] = []
             var adds: [FieldPath: [Value]] = [:]
@@ -165,8 +158,8 @@ extension AbrovaSync {
                 } catch {
                     throw AbrovaSyncError(.refused, reason: error.reason, message: error.description)
                 }
-                switch change {
-                case .value(let value): assignments[path] = value
+                switch change.change {
+                case .assign(let value): assignments[path] = value
                 case .remove: removals.append(path)
                 case .setAdd(let elements): adds[path] = elements
                 case .setRemove(let elements): removes[path] = elements
@@ -220,6 +213,16 @@ extension AbrovaSync {
 public typealias ListenerRegistration = AbrovaSync.ListenerRegistration
 
 extension DocumentSnapshot {
+    /// The document's id in its collection.
+    public var documentID: String { key.id }
+
+    /// The value at a dotted path (`"qty.milk"`), or `nil` when the document does not exist, has
+    /// no value there, or the path is not a valid one.
+    public func get(_ field: String) -> Value? {
+        guard let data, let path = try? FieldPath(field), !path.isRoot else { return nil }
+        return data[path]
+    }
+
     /// The document decoded as `type` (`nil` when it does not exist).
     public func data<T: Decodable>(as type: T.Type) throws(AbrovaSyncError) -> T? {
         guard let data else { return nil }

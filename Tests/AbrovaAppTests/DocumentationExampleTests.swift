@@ -24,6 +24,16 @@ import Testing
         for await state in AbrovaSync.shared.syncStateChanges { print(state) }
     }
 
+    /// The getting-started article, "Write and read": the app's own values as fields.
+    static func writeAndRead(item: String) async throws {
+        let cart = AbrovaSync.shared.collection("carts").document("ana:groceries")
+        try await cart.setData(["owner": "ana"])
+        try await cart.updateData(["items": .arrayUnion(["milk"]), "qty.milk": 2])
+        let snapshot = try await cart.getDocument()
+        let milk = snapshot.get("qty.milk")?.intValue ?? 0
+        try await cart.updateData(["qty.milk": milk + 1, "items": .arrayUnion([item])])
+    }
+
     /// Spec/client.md, "Making one".
     static func makingOne(token: String) throws -> AbrovaSyncConfig {
         try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY")

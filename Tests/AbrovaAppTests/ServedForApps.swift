@@ -1,0 +1,54 @@
+import AbrovaSync
+import AbrovaTestSupport
+import Foundation
+
+/// `abrova serve` as an app meets it: the built executable on a loopback port, with a database and
+/// an auth file (API key `k`; token `t` is user `ana`, `t2` is `ben`) in a temporary folder.
+final class ServedForApps: Sendable {
+    let folder = TemporaryFolder()
+    let port: UInt16
+    private let process: SpawnedProcess
+
+    var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    init() async throws {
+        guard let executable = BuiltExecutable.url(named: "abrova") else { throw ServeFailure("abrova is not built") }
+        let auth = folder.path("auth.json")
+        try Data(#"{"apiKeys":["k"],"tokens":{"t":"ana","t2":"ben"}}"#.utf8).write(to: URL(fileURLWithPath: auth))
+        let log = folder.path("serve.log")
+        guard FileManager.default.createFile(atPath: log, contents: nil) else { throw ServeFailure("cannot write \(log)") }
+        process = try SpawnedProcess(
+            executable.path, ["serve", "--port", "0", "--database", folder.path("serve.sqlite"), "--auth", auth],
+            standardInput: .null, standardOutput: .append(toFile: log), standardError: .append(toFile: log))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline && process.isRunning {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if let range = text.range(of: #"on port \d+"#, options: .regularExpression),
+                let port = UInt16(text[range].split(separator: " ").last ?? "")
+            {
+                self.port = port
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.kill()
+        throw ServeFailure("abrova serve did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
+
+    deinit { process.kill() }
+
+    /// A device of the user whose token is `token`, with its own store.
+    func device(_ name: String, token: String = "t") throws -> AbrovaSync {
+        try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: "k")
+                .serverURL(url)
+                .authToken(token)
+                .storePath(folder.path("\(name).sqlite"))
+                .build())
+    }
+}
+
+struct ServeFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
