@@ -371,20 +371,11 @@ package actor LocalStore {
             )
             SELECT id, view, unsent FROM everything WHERE view IS NOT NULL
             """
-        var bindings: [SQLiteValue] = [.text(query.collection)]
-        for filter in query.filters {
-            let path = try Self.jsonPath(filter.path)
-            let number = bindings.count + 1
-            // Integers and doubles compare as numbers; other values only with their own type.
-            sql += """
-                 AND (CASE json_type(view, ?\(number)) WHEN 'integer' THEN 'number' WHEN 'real' THEN 'number'
-                 ELSE json_type(view, ?\(number)) END) = ?\(number + 1)
-                 AND json_extract(view, ?\(number)) IS json_extract(?\(number + 2), '$')
-                """
-            bindings += [.text(path), .text(Self.typeName(filter.value)), .text(filter.value.canonicalJSON)]
-        }
+        let conditions = try QueryConditions(query.filters, after: [.text(query.collection)])
+        sql += conditions.sql
+        var bindings = conditions.bindings
         if let orderPath = query.orderPath {
-            bindings.append(.text(try Self.jsonPath(orderPath)))
+            bindings.append(.text(try QueryConditions.jsonPath(orderPath)))
             sql += " ORDER BY json_extract(view, ?\(bindings.count)) \(query.isDescending ? "DESC" : "ASC"), id ASC"
         } else {
             sql += " ORDER BY id ASC"
@@ -401,28 +392,6 @@ package actor LocalStore {
                     key: key, data: try Value(json: view),
                     metadata: SnapshotMetadata(hasPendingWrites: unsent > 0, isFromCache: true))
             }
-        }
-    }
-
-    private static func jsonPath(_ path: FieldPath) throws(StoreError) -> String {
-        var result = "$"
-        for segment in path.segments {
-            guard !segment.contains("\"") else {
-                throw StoreError(.invalidQuery, "a query path cannot hold a quotation mark", field: path.dotted)
-            }
-            result += ".\"\(segment)\""
-        }
-        return result
-    }
-
-    private static func typeName(_ value: Value) -> String {
-        switch value {
-        case .null: "null"
-        case .bool(let bool): bool ? "true" : "false"
-        case .int, .double: "number"
-        case .string: "text"
-        case .array: "array"
-        case .map: "object"
         }
     }
 

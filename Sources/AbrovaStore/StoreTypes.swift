@@ -91,17 +91,49 @@ public struct DocumentSnapshot: Hashable, Sendable {
 /// A query over one collection: equality filters on fields, an order by a field, a limit. It is
 /// evaluated in SQLite over the documents as the app sees them.
 public struct DocumentQuery: Hashable, Sendable {
-    /// An equality filter: the field at `path` equals `value`.
+    /// How a filter compares the field with its value.
+    public enum Relation: Hashable, Sendable {
+        /// The field equals the value.
+        case equal
+        /// The field exists, is not `null`, and does not equal the value.
+        case notEqual
+        /// The field is below the value (numbers with numbers, strings with strings, booleans with
+        /// booleans; a field of another kind never matches).
+        case less
+        /// The field is below or equal to the value (kinds as `less`).
+        case lessOrEqual
+        /// The field is above the value (kinds as `less`).
+        case greater
+        /// The field is above or equal to the value (kinds as `less`).
+        case greaterOrEqual
+        /// The field equals one of the values (the filter's value is their array; 1 to 30 of them).
+        case isIn
+        /// The field is an array holding the value.
+        case arrayContains
+    }
+
+    /// A filter: the field at `path` stands in `relation` to `value`.
     public struct Filter: Hashable, Sendable {
         /// The field compared.
         public var path: FieldPath
-        /// The value it must equal.
+        /// What it is compared with.
         public var value: Value
+        /// How.
+        public var relation: Relation
+
+        public init(path: FieldPath, relation: Relation = .equal, value: Value) {
+            self.path = path
+            self.relation = relation
+            self.value = value
+        }
     }
+
+    /// The most values an `isIn` filter compares with (Firestore's limit).
+    public static let maximumInValues = 30
 
     /// The collection queried.
     public var collection: String
-    /// Equality filters, all of which must hold.
+    /// Filters, all of which must hold.
     public var filters: [Filter] = []
     /// The field to order by, if any.
     public var orderPath: FieldPath?
@@ -115,12 +147,18 @@ public struct DocumentQuery: Hashable, Sendable {
 
     /// Only documents whose field at `path` equals `value` (integers and doubles compare as numbers).
     public func whereField(_ path: FieldPath, isEqualTo value: Value) -> DocumentQuery {
+        filtered(Filter(path: path, value: value))
+    }
+
+    /// Only documents whose field at `path` stands in `relation` to `value`.
+    public func filtered(_ filter: Filter) -> DocumentQuery {
         var query = self
-        query.filters.append(Filter(path: path, value: value))
+        query.filters.append(filter)
         return query
     }
 
-    /// Ordered by the field at `path` (documents without it first), then by id.
+    /// Ordered by the field at `path` (documents without it, or with `null`, first when ascending,
+    /// last when descending), then by id.
     public func order(by path: FieldPath, descending: Bool = false) -> DocumentQuery {
         var query = self
         query.orderPath = path

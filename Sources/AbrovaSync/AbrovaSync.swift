@@ -344,6 +344,35 @@ public final class AbrovaSync: Sendable {
         }
     }
 
+    /// A query's documents, as the seed's table says for `source`: the server's changes are pulled
+    /// first (a run: queued writes go too), then the device answers with its pending edits
+    /// overlaid; from the device alone when the source is `.cache`, or `.default` offline.
+    func documents(matching query: DocumentQuery, source: Source) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
+        do {
+            let online = await engine.isOnline
+            if source == .cache || (source == .default && !online) {
+                guard configuration.offlineEnabled || source == .cache else {
+                    throw AbrovaSyncError(.unreachable, message: "the server cannot be reached and offline persistence is off")
+                }
+                return try await store.documents(matching: query)
+            }
+            let run = await engine.sync()
+            guard run.outcome == .completed else {
+                guard source == .default, configuration.offlineEnabled else {
+                    let reason = await engine.lastError.map { ": \($0.message)" } ?? ""
+                    throw AbrovaSyncError(.unreachable, message: "the server's documents could not be pulled\(reason)")
+                }
+                return try await store.documents(matching: query)
+            }
+            return try await store.documents(matching: query).map { snapshot in
+                snapshot.withMetadata(
+                    SnapshotMetadata(hasPendingWrites: snapshot.metadata.hasPendingWrites, isFromCache: false))
+            }
+        } catch {
+            throw AbrovaSyncError.wrapping(error)
+        }
+    }
+
     /// One read, as the seed's table says for `source`.
     func read(_ key: DocumentKey, source: Source) async throws(AbrovaSyncError) -> DocumentSnapshot {
         do {

@@ -1,0 +1,109 @@
+import AbrovaCore
+import AbrovaSQLite
+
+/// A query's filters as SQL conditions on a row's `view` (the document's canonical JSON), with
+/// their bindings numbered after the ones a statement already has. Integers and doubles compare
+/// as numbers; otherwise a value matches only a field of its own kind.
+struct QueryConditions {
+    private(set) var sql = ""
+    private(set) var bindings: [SQLiteValue]
+
+    /// Conditions for `filters`, their parameters numbered after `earlier`'s.
+    init(_ filters: [DocumentQuery.Filter], after earlier: [SQLiteValue]) throws(StoreError) {
+        bindings = earlier
+        for filter in filters {
+            let path = bind(.text(try Self.jsonPath(filter.path)))
+            sql += " AND " + (try condition(filter, path: path))
+        }
+    }
+
+    /// The parameter `value` is bound to (`?N`).
+    private mutating func bind(_ value: SQLiteValue) -> String {
+        bindings.append(value)
+        return "?\(bindings.count)"
+    }
+
+    private mutating func condition(_ filter: DocumentQuery.Filter, path: String) throws(StoreError) -> String {
+        let type = "json_type(view, \(path))"
+        let field = "json_extract(view, \(path))"
+        switch filter.relation {
+        case .equal:
+            return equality(kind: Self.kind(of: type), field: field, filter.value)
+        case .notEqual:
+            return "\(type) IS NOT NULL AND \(type) <> 'null' AND NOT (\(equality(kind: Self.kind(of: type), field: field, filter.value)))"
+        case .less, .lessOrEqual, .greater, .greaterOrEqual:
+            return try range(filter, type: type, field: field)
+        case .isIn:
+            guard case .array(let values) = filter.value, (1...DocumentQuery.maximumInValues).contains(values.count) else {
+                throw StoreError(
+                    .invalidQuery, "an \"in\" filter compares with 1 to \(DocumentQuery.maximumInValues) values",
+                    field: filter.path.dotted)
+            }
+            let kind = Self.kind(of: type)
+            return "(" + values.map { equality(kind: kind, field: field, $0) }.joined(separator: " OR ") + ")"
+        case .arrayContains:
+            let element = equality(kind: Self.kind(of: "element.type"), field: "element.value", filter.value)
+            return "\(type) = 'array' AND EXISTS (SELECT 1 FROM json_each(view, \(path)) AS element WHERE \(element))"
+        }
+    }
+
+    /// The field equals `value`: the same kind, and the same JSON.
+    private mutating func equality(kind: String, field: String, _ value: Value) -> String {
+        "\(kind) = \(bind(.text(Self.kindName(value)))) AND \(field) IS json_extract(\(bind(.text(value.canonicalJSON))), '$')"
+    }
+
+    private mutating func range(_ filter: DocumentQuery.Filter, type: String, field: String) throws(StoreError) -> String {
+        let comparison =
+            switch filter.relation {
+            case .less: "<"
+            case .lessOrEqual: "<="
+            case .greater: ">"
+            default: ">="
+            }
+        switch filter.value {
+        case .int(let int):
+            return "\(type) IN ('integer', 'real') AND \(field) \(comparison) \(bind(.integer(int)))"
+        case .double(let double):
+            return "\(type) IN ('integer', 'real') AND \(field) \(comparison) \(bind(.real(double)))"
+        case .string(let string):
+            return "\(type) = 'text' AND \(field) \(comparison) \(bind(.text(string)))"
+        case .bool(let bool):
+            return "\(type) IN ('true', 'false') AND \(field) \(comparison) \(bind(.integer(bool ? 1 : 0)))"
+        case .null:
+            // Only null is of null's kind, and it equals itself. (The path stays in the condition:
+            // every parameter bound must be named.)
+            return "\(type) = 'null'" + (comparison.hasSuffix("=") ? "" : " AND 0")
+        case .array, .map:
+            throw StoreError(
+                .invalidQuery, "a range filter compares with a number, a string or a Boolean", field: filter.path.dotted)
+        }
+    }
+
+    /// A JSON type (`json_type`'s or `json_each`'s) as a kind: both number types are "number".
+    private static func kind(of type: String) -> String {
+        "(CASE \(type) WHEN 'integer' THEN 'number' WHEN 'real' THEN 'number' ELSE \(type) END)"
+    }
+
+    private static func kindName(_ value: Value) -> String {
+        switch value {
+        case .null: "null"
+        case .bool(let bool): bool ? "true" : "false"
+        case .int, .double: "number"
+        case .string: "text"
+        case .array: "array"
+        case .map: "object"
+        }
+    }
+
+    /// The JSON path SQLite reads a field at (`$."a"."b"`).
+    static func jsonPath(_ path: FieldPath) throws(StoreError) -> String {
+        var result = "$"
+        for segment in path.segments {
+            guard !segment.contains("\"") else {
+                throw StoreError(.invalidQuery, "a query path cannot hold a quotation mark", field: path.dotted)
+            }
+            result += ".\"\(segment)\""
+        }
+        return result
+    }
+}

@@ -1,0 +1,237 @@
+import AbrovaCore
+import AbrovaStore
+
+extension AbrovaSync {
+    /// A query over one collection on the device, shaped as Firestore's: filters chained from the
+    /// collection, then an order and a limit.
+    ///
+    ///     let cheap = try await items.whereField("price", isLessThan: 5).order(by: "price").limit(to: 10).getDocuments()
+    ///
+    /// Integers and doubles compare as numbers; otherwise a filter matches only a field of its
+    /// value's kind (a string never is less than a number). A field path that is not valid makes
+    /// the query fail when it runs (`getDocuments` throws; `snapshots()` ends at once).
+    public struct Query: Sendable {
+        let sync: AbrovaSync
+        /// The query as the store runs it.
+        public private(set) var query: DocumentQuery
+        /// The first invalid path given, if any.
+        private var invalidPath: AbrovaSyncError?
+
+        init(sync: AbrovaSync, query: DocumentQuery) {
+            self.sync = sync
+            self.query = query
+        }
+
+        /// The path a field names; the document itself (`""`) is no field.
+        private static func path(_ field: String) throws(AbrovaSyncError) -> FieldPath {
+            let path: FieldPath
+            do {
+                path = try FieldPath(field)
+            } catch {
+                throw AbrovaSyncError(.refused, reason: error.reason, message: error.description)
+            }
+            guard !path.isRoot else { throw AbrovaSyncError(.refused, reason: .invalid, message: "a query names a field, not \"\"") }
+            return path
+        }
+
+        private func filtered(_ field: String, _ relation: DocumentQuery.Relation, _ value: Value) -> Query {
+            var next = self
+            do {
+                next.query = query.filtered(DocumentQuery.Filter(path: try Self.path(field), relation: relation, value: value))
+            } catch {
+                next.invalidPath = next.invalidPath ?? error
+            }
+            return next
+        }
+
+        /// Documents whose field equals `value`.
+        public func whereField(_ field: String, isEqualTo value: Value) -> Query { filtered(field, .equal, value) }
+        /// Documents whose field exists, is not `null`, and does not equal `value`.
+        public func whereField(_ field: String, isNotEqualTo value: Value) -> Query { filtered(field, .notEqual, value) }
+        /// Documents whose field is below `value`.
+        public func whereField(_ field: String, isLessThan value: Value) -> Query { filtered(field, .less, value) }
+        /// Documents whose field is below or equal to `value`.
+        public func whereField(_ field: String, isLessThanOrEqualTo value: Value) -> Query {
+            filtered(field, .lessOrEqual, value)
+        }
+        /// Documents whose field is above `value`.
+        public func whereField(_ field: String, isGreaterThan value: Value) -> Query { filtered(field, .greater, value) }
+        /// Documents whose field is above or equal to `value`.
+        public func whereField(_ field: String, isGreaterThanOrEqualTo value: Value) -> Query {
+            filtered(field, .greaterOrEqual, value)
+        }
+        /// Documents whose field equals one of `values` (1 to 30 of them).
+        public func whereField(_ field: String, in values: [Value]) -> Query { filtered(field, .isIn, .array(values)) }
+        /// Documents whose field is an array holding `value`.
+        public func whereField(_ field: String, arrayContains value: Value) -> Query { filtered(field, .arrayContains, value) }
+
+        /// Documents whose field equals `value` (a Swift value).
+        @_disfavoredOverload
+        public func whereField(_ field: String, isEqualTo value: some ValueConvertible) -> Query {
+            filtered(field, .equal, value.documentValue)
+        }
+        /// Documents whose field exists, is not `null`, and does not equal `value` (a Swift value).
+        @_disfavoredOverload
+        public func whereField(_ field: String, isNotEqualTo value: some ValueConvertible) -> Query {
+            filtered(field, .notEqual, value.documentValue)
+        }
+        /// Documents whose field is below `value` (a Swift value).
+        @_disfavoredOverload
+        public func whereField(_ field: String, isLessThan value: some ValueConvertible) -> Query {
+            filtered(field, .less, value.documentValue)
+        }
+        /// Documents whose field is below or equal to `value` (a Swift value).
+        @_disfavoredOverload
+        public func whereField(_ field: String, isLessThanOrEqualTo value: some ValueConvertible) -> Query {
+            filtered(field, .lessOrEqual, value.documentValue)
+        }
+        /// Documents whose field is above `value` (a Swift value).
+        @_disfavoredOverload
+        public func whereField(_ field: String, isGreaterThan value: some ValueConvertible) -> Query {
+            filtered(field, .greater, value.documentValue)
+        }
+        /// Documents whose field is above or equal to `value` (a Swift value).
+        @_disfavoredOverload
+        public func whereField(_ field: String, isGreaterThanOrEqualTo value: some ValueConvertible) -> Query {
+            filtered(field, .greaterOrEqual, value.documentValue)
+        }
+        /// Documents whose field equals one of `values` (Swift values; 1 to 30 of them).
+        @_disfavoredOverload
+        public func whereField(_ field: String, in values: [any ValueConvertible]) -> Query {
+            filtered(field, .isIn, .array(values.map(\.documentValue)))
+        }
+        /// Documents whose field is an array holding `value` (a Swift value).
+        @_disfavoredOverload
+        public func whereField(_ field: String, arrayContains value: some ValueConvertible) -> Query {
+            filtered(field, .arrayContains, value.documentValue)
+        }
+
+        /// Ordered by the field (documents without it first when ascending, last when descending;
+        /// then by id).
+        public func order(by field: String, descending: Bool = false) -> Query {
+            var next = self
+            do {
+                next.query = query.order(by: try Self.path(field), descending: descending)
+            } catch {
+                next.invalidPath = next.invalidPath ?? error
+            }
+            return next
+        }
+
+        /// At most `count` documents.
+        public func limit(to count: Int) -> Query {
+            var next = self
+            next.query = query.limit(count)
+            return next
+        }
+
+        /// The documents, as the seed's table says for `source`: by default the server's changes
+        /// are pulled first when it can be reached; `.cache` reads the device only.
+        ///
+        /// - Throws: `AbrovaSyncError`: `.refused` (`invalid`) for a query that cannot run (an
+        ///   invalid path, an `in` of no or too many values, a range over a map or an array);
+        ///   `.unreachable` for `.server` when the server cannot be reached.
+        public func getDocuments(source: Source = .default) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
+            if let invalidPath { throw invalidPath }
+            return try await sync.documents(matching: query, source: source)
+        }
+
+        /// The documents on the device now and after every change to them (a query that cannot
+        /// run ends the stream at once).
+        public func snapshots() async -> AsyncStream<[DocumentSnapshot]> {
+            guard invalidPath == nil else { return AsyncStream { $0.finish() } }
+            let query = query
+            return await sync.followingStore { await $0.changes(matching: query) }
+        }
+
+        /// Calls `listener` with the documents now and after every change, until the registration
+        /// is removed.
+        public func addSnapshotListener(_ listener: @escaping @Sendable ([DocumentSnapshot]) -> Void) async -> ListenerRegistration {
+            let stream = await snapshots()
+            return ListenerRegistration(Task { for await documents in stream { listener(documents) } })
+        }
+    }
+}
+
+extension AbrovaSync.CollectionReference {
+    /// This collection as a Firestore-shaped query (every document, ordered by id).
+    public var all: AbrovaSync.Query { AbrovaSync.Query(sync: sync, query: query) }
+
+    /// Documents whose field equals `value`.
+    public func whereField(_ field: String, isEqualTo value: Value) -> AbrovaSync.Query { all.whereField(field, isEqualTo: value) }
+    /// Documents whose field exists, is not `null`, and does not equal `value`.
+    public func whereField(_ field: String, isNotEqualTo value: Value) -> AbrovaSync.Query {
+        all.whereField(field, isNotEqualTo: value)
+    }
+    /// Documents whose field is below `value`.
+    public func whereField(_ field: String, isLessThan value: Value) -> AbrovaSync.Query { all.whereField(field, isLessThan: value) }
+    /// Documents whose field is below or equal to `value`.
+    public func whereField(_ field: String, isLessThanOrEqualTo value: Value) -> AbrovaSync.Query {
+        all.whereField(field, isLessThanOrEqualTo: value)
+    }
+    /// Documents whose field is above `value`.
+    public func whereField(_ field: String, isGreaterThan value: Value) -> AbrovaSync.Query {
+        all.whereField(field, isGreaterThan: value)
+    }
+    /// Documents whose field is above or equal to `value`.
+    public func whereField(_ field: String, isGreaterThanOrEqualTo value: Value) -> AbrovaSync.Query {
+        all.whereField(field, isGreaterThanOrEqualTo: value)
+    }
+    /// Documents whose field equals one of `values`.
+    public func whereField(_ field: String, in values: [Value]) -> AbrovaSync.Query { all.whereField(field, in: values) }
+    /// Documents whose field is an array holding `value`.
+    public func whereField(_ field: String, arrayContains value: Value) -> AbrovaSync.Query {
+        all.whereField(field, arrayContains: value)
+    }
+
+    /// Documents whose field equals `value` (a Swift value).
+    @_disfavoredOverload
+    public func whereField(_ field: String, isEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
+        all.whereField(field, isEqualTo: value)
+    }
+    /// Documents whose field exists, is not `null`, and does not equal `value` (a Swift value).
+    @_disfavoredOverload
+    public func whereField(_ field: String, isNotEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
+        all.whereField(field, isNotEqualTo: value)
+    }
+    /// Documents whose field is below `value` (a Swift value).
+    @_disfavoredOverload
+    public func whereField(_ field: String, isLessThan value: some ValueConvertible) -> AbrovaSync.Query {
+        all.whereField(field, isLessThan: value)
+    }
+    /// Documents whose field is below or equal to `value` (a Swift value).
+    @_disfavoredOverload
+    public func whereField(_ field: String, isLessThanOrEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
+        all.whereField(field, isLessThanOrEqualTo: value)
+    }
+    /// Documents whose field is above `value` (a Swift value).
+    @_disfavoredOverload
+    public func whereField(_ field: String, isGreaterThan value: some ValueConvertible) -> AbrovaSync.Query {
+        all.whereField(field, isGreaterThan: value)
+    }
+    /// Documents whose field is above or equal to `value` (a Swift value).
+    @_disfavoredOverload
+    public func whereField(_ field: String, isGreaterThanOrEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
+        all.whereField(field, isGreaterThanOrEqualTo: value)
+    }
+    /// Documents whose field equals one of `values` (Swift values).
+    @_disfavoredOverload
+    public func whereField(_ field: String, in values: [any ValueConvertible]) -> AbrovaSync.Query { all.whereField(field, in: values) }
+    /// Documents whose field is an array holding `value` (a Swift value).
+    @_disfavoredOverload
+    public func whereField(_ field: String, arrayContains value: some ValueConvertible) -> AbrovaSync.Query {
+        all.whereField(field, arrayContains: value)
+    }
+
+    /// Every document ordered by the field (documents without it first when ascending, last when
+    /// descending; then by id).
+    public func order(by field: String, descending: Bool = false) -> AbrovaSync.Query { all.order(by: field, descending: descending) }
+
+    /// At most `count` documents, by id.
+    public func limit(to count: Int) -> AbrovaSync.Query { all.limit(to: count) }
+
+    /// Every document of the collection, as `Query.getDocuments(source:)` reads them.
+    public func getDocuments(source: AbrovaSync.Source) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
+        try await all.getDocuments(source: source)
+    }
+}

@@ -1,0 +1,128 @@
+import AbrovaSync
+import Synchronization
+import Foundation
+import Testing
+
+/// Firestore-shaped queries, as an app writes them, against `abrova serve`: one device writes, the
+/// other queries (its default source pulls the server's changes first).
+@Suite(.timeLimit(.minutes(2))) struct QueryTests {
+    static let items: [(id: String, name: String, price: Double, tags: [String])] = [
+        ("a", "apple", 2, ["fruit"]), ("b", "bread", 3.5, ["bakery"]), ("c", "cheese", 7, ["dairy"]),
+        ("d", "dates", 4, ["fruit", "dried"]), ("e", "eggs", 3, ["dairy"]), ("f", "figs", 9.5, ["fruit"]),
+    ]
+
+    func ids(_ snapshots: [AbrovaSync.DocumentSnapshot]) -> [String] { snapshots.map(\.documentID) }
+
+    @Test func filtersOrderAndLimitFindTheDocumentsAnotherDeviceWrote() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let tablet = try server.device("tablet")
+        for item in Self.items {
+            try await phone.collection("items").document(item.id).setData(["name": item.name, "price": item.price, "tags": item.tags])
+        }
+        try await phone.collection("items").document("g").setData(["name": "gift card"]) // no price
+        try await phone.collection("items").document("h").setData(["name": "honey", "price": 5]) // an integer price
+        let items = tablet.collection("items")
+        let ceiling = 4.0
+
+        #expect(ids(try await items.whereField("price", isLessThan: ceiling).order(by: "price").getDocuments()) == ["a", "e", "b"])
+        #expect(ids(try await items.whereField("price", isLessThanOrEqualTo: ceiling).getDocuments()) == ["a", "b", "d", "e"])
+        #expect(ids(try await items.whereField("price", isGreaterThan: 5).order(by: "price", descending: true).getDocuments()) == ["f", "c"])
+        #expect(ids(try await items.whereField("price", isGreaterThanOrEqualTo: 5).getDocuments()) == ["c", "f", "h"])
+        #expect(ids(try await items.whereField("price", isEqualTo: 5.0).getDocuments()) == ["h"], "5 and 5.0 are one number")
+        #expect(ids(try await items.whereField("name", isEqualTo: "eggs").getDocuments()) == ["e"])
+        #expect(ids(try await items.whereField("name", isNotEqualTo: "eggs").whereField("price", isLessThan: 4).getDocuments()) == ["a", "b"])
+        #expect(ids(try await items.whereField("price", isNotEqualTo: 3).getDocuments()) == ["a", "b", "c", "d", "f", "h"])
+        #expect(ids(try await items.whereField("name", in: ["figs", "apple", "kale"]).getDocuments()) == ["a", "f"])
+        let wanted = ["figs", "dates"]
+        #expect(ids(try await items.whereField("name", in: wanted).getDocuments()) == ["d", "f"])
+        #expect(ids(try await items.whereField("tags", arrayContains: "fruit").order(by: "price").limit(to: 2).getDocuments()) == ["a", "d"])
+        #expect(ids(try await items.whereField("name", isGreaterThanOrEqualTo: "f").whereField("name", isLessThan: "h").getDocuments()) == ["f", "g"])
+        #expect(ids(try await items.order(by: "price").limit(to: 3).getDocuments()) == ["g", "a", "e"], "without the field first")
+        #expect(ids(try await items.order(by: "price", descending: true).getDocuments()).last == "g", "and last descending")
+        #expect(ids(try await items.limit(to: 2).getDocuments()) == ["a", "b"])
+        #expect(try await items.getDocuments(source: .cache).count == 8)
+        #expect(ids(try await items.whereField("price", isLessThan: "z").getDocuments()).isEmpty, "a string is no bound on numbers")
+        let fromServer = try await items.whereField("price", isLessThan: 3).getDocuments(source: .server)
+        #expect(ids(fromServer) == ["a"] && fromServer.allSatisfy { !$0.metadata.isFromCache })
+        await phone.close()
+        await tablet.close()
+    }
+
+    @Test func aQuerysSnapshotsFollowItsDocuments() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let items = phone.collection("items")
+        try await items.document("a").setData(["name": "apple", "price": 2])
+        let cheap = items.whereField("price", isLessThan: 3).order(by: "price")
+        // Each write is seen twice (as written, then as the server confirmed it): the stream is
+        // read until it shows what the write made.
+        var stream = await cheap.snapshots().makeAsyncIterator()
+        func shows(_ expected: [String]) async -> Bool {
+            for _ in 0..<5 {
+                guard let documents = await stream.next() else { return false }
+                if ids(documents) == expected { return true }
+            }
+            return false
+        }
+        #expect(await shows(["a"]))
+        try await items.document("b").setData(["name": "banana", "price": 1])
+        #expect(await shows(["b", "a"]))
+        try await items.document("a").updateData(["price": 4])
+        #expect(await shows(["b"]))
+
+        let heard = Heard()
+        let registration = await items.whereField("name", isEqualTo: "cherry").addSnapshotListener { heard.add($0.count) }
+        try await items.document("c").setData(["name": "cherry", "price": 6])
+        #expect(await heard.eventually { $0.first == 0 && $0.last == 1 })
+        registration.remove()
+        await phone.close()
+    }
+
+    @Test func aQueryThatCannotRunSaysWhy() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let items = phone.collection("items")
+        let badPath = await #expect(throws: AbrovaSyncError.self) { try await items.whereField("a..b", isEqualTo: 1).getDocuments() }
+        #expect(badPath?.kind == .refused && badPath?.statusCode == 400)
+        let noValues = await #expect(throws: AbrovaSyncError.self) { try await items.whereField("name", in: [String]()).getDocuments() }
+        #expect(noValues?.message.contains("1 to 30 values") == true)
+        let rangeOverArray = await #expect(throws: AbrovaSyncError.self) {
+            try await items.whereField("tags", isLessThan: ["x"]).getDocuments()
+        }
+        #expect(rangeOverArray?.kind == .refused)
+        var ended = await items.order(by: "").snapshots().makeAsyncIterator()
+        #expect(await ended.next() == nil)
+        await phone.close()
+
+        // Unreachable: the server source fails, the default falls back to the device.
+        let offline = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: "k").serverURL(URL(string: "http://127.0.0.1:9")!).authToken("t")
+                .storePath(server.folder.path("offline.sqlite")).build())
+        try await offline.collection("items").document("z").setData(["price": 1])
+        let unreachable = await #expect(throws: AbrovaSyncError.self) {
+            try await offline.collection("items").whereField("price", isEqualTo: 1).getDocuments(source: .server)
+        }
+        #expect(unreachable?.kind == .unreachable)
+        let local = try await offline.collection("items").whereField("price", isEqualTo: 1).getDocuments()
+        #expect(ids(local) == ["z"] && local.allSatisfy { $0.metadata.isFromCache && $0.metadata.hasPendingWrites })
+        await offline.close()
+    }
+}
+
+/// What a listener heard, in order.
+final class Heard: Sendable {
+    private let counts = Mutex<[Int]>([])
+
+    func add(_ count: Int) { counts.withLock { $0.append(count) } }
+
+    /// Whether the counts heard come to satisfy `isDone` within 5 seconds.
+    func eventually(_ isDone: ([Int]) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if isDone(counts.withLock { $0 }) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+}
