@@ -354,37 +354,43 @@ package actor LocalStore {
 
     /// The documents that match a query, evaluated in SQLite.
     package func documents(matching query: DocumentQuery) throws(StoreError) -> [DocumentSnapshot] {
+        let conditions = try QueryConditions(query.filters, after: [.text(query.collection)])
+        var bindings = conditions.bindings
+        let order =
+            if let orderPath = query.orderPath {
+                "\(try QueryConditions.field(orderPath)) \(query.isDescending ? "DESC" : "ASC"), id ASC"
+            } else {
+                "id ASC"
+            }
+        var limit = ""
+        if let count = query.limit {
+            bindings.append(.integer(Int64(max(count, 0))))
+            limit = " LIMIT ?\(bindings.count)"
+        }
         // A document's view is the one after its newest unsent change, else its confirmed view.
-        // (Pending sequences are offset past every in-flight position: pending comes later.)
-        var sql = """
+        // (Pending sequences are offset past every in-flight position: pending comes later.) The
+        // confirmed documents are filtered, ordered and limited on their own, where an index on
+        // the field (`indexIfItPays`) can find them without reading the others.
+        let sql = """
             WITH unsent AS (
                 SELECT id, view, max(ordering) FROM (
                     SELECT id, view, position AS ordering FROM inflight WHERE collection = ?1
                     UNION ALL
                     SELECT id, view, sequence + 4611686018427387904 FROM pending WHERE collection = ?1)
                 GROUP BY id
-            ),
-            everything AS (
-                SELECT id, view, 1 AS unsent FROM unsent
-                UNION ALL
-                SELECT id, view, 0 FROM documents WHERE collection = ?1 AND id NOT IN (SELECT id FROM unsent)
             )
-            SELECT id, view, unsent FROM everything WHERE view IS NOT NULL
+            SELECT id, view, unsent FROM (
+                SELECT id, view, 1 AS unsent FROM unsent WHERE view IS NOT NULL\(conditions.sql)
+                UNION ALL
+                SELECT * FROM (
+                    SELECT id, view, 0 AS unsent FROM documents
+                    WHERE collection = ?1 AND view IS NOT NULL AND id NOT IN (SELECT id FROM unsent)\(conditions.sql)
+                    ORDER BY \(order)\(limit))
+            )
+            ORDER BY \(order)\(limit)
             """
-        let conditions = try QueryConditions(query.filters, after: [.text(query.collection)])
-        sql += conditions.sql
-        var bindings = conditions.bindings
-        if let orderPath = query.orderPath {
-            bindings.append(.text(try QueryConditions.jsonPath(orderPath)))
-            sql += " ORDER BY json_extract(view, ?\(bindings.count)) \(query.isDescending ? "DESC" : "ASC"), id ASC"
-        } else {
-            sql += " ORDER BY id ASC"
-        }
-        if let limit = query.limit {
-            bindings.append(.integer(Int64(max(limit, 0))))
-            sql += " LIMIT ?\(bindings.count)"
-        }
         return try translatingErrors {
+            try indexIfItPays(query)
             let rows = try database.query(sql, bindings) { row in (row.text(0) ?? "", row.text(1) ?? "null", row.integer(2)) }
             return try rows.map { id, view, unsent in
                 let key = DocumentKey(collection: query.collection, id: id)
@@ -393,6 +399,42 @@ package actor LocalStore {
                     metadata: SnapshotMetadata(hasPendingWrites: unsent > 0, isFromCache: true))
             }
         }
+    }
+
+    /// The most indexes queries make (each costs every write of a confirmed document a little).
+    static let maximumQueryIndexes = 16
+    /// The fewest documents of a collection for which a query's field is worth an index.
+    static let queryIndexThreshold = 1_000
+
+    /// Makes an index on the field a query orders by (else its first filtered field), once its
+    /// collection holds `queryIndexThreshold` documents: over `(collection, json_extract(view,
+    /// path))`, named after the path, so one serves that field in every collection. Decided once
+    /// per field and collection while the store is open.
+    private func indexIfItPays(_ query: DocumentQuery) throws {
+        guard let path = query.orderPath ?? query.filters.first?.path else { return }
+        let decision = "\(query.collection)\u{0}\(path.dotted)"
+        guard !memory.decidedQueryIndexes.contains(decision) else { return }
+        let name = "query_" + String(Self.stableHash(path.dotted), radix: 16)
+        let exists = try database.queryFirst("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", [.text(name)]) { _ in true } ?? false
+        if !exists {
+            let documents = try database.queryFirst(
+                "SELECT count(*) FROM (SELECT 1 FROM documents WHERE collection = ? LIMIT ?)",
+                [.text(query.collection), .integer(Int64(Self.queryIndexThreshold))]) { $0.integer(0) } ?? 0
+            guard documents >= Self.queryIndexThreshold else { return } // asked again once it has grown
+            let made = try database.queryFirst(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'query\\_%' ESCAPE '\\'") { $0.integer(0) } ?? 0
+            if made < Self.maximumQueryIndexes {
+                try database.execute("CREATE INDEX IF NOT EXISTS \(name) ON documents (collection, \(try QueryConditions.field(path)))")
+            }
+        }
+        memory.decidedQueryIndex(decision)
+    }
+
+    /// FNV-1a over the path's bytes: the same name for a field in every session.
+    private static func stableHash(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return hash
     }
 
     // MARK: Documents in memory

@@ -21,6 +21,8 @@ struct StoreMemory {
     private(set) var unsent: [DocumentKey: LocalStore.UnsentDocument] = [:]
     /// Writes not yet confirmed by the server, in all documents.
     private(set) var unsentWriteCount = 0
+    /// The fields (with their collection) whose query index `LocalStore.indexIfItPays` decided on.
+    private(set) var decidedQueryIndexes: Set<String> = []
     /// The newest pending change: a write to the same document composes into it. A write to
     /// another document in between starts a new change, so that changes keep the app's order.
     private(set) var tail: LocalStore.PendingChange?
@@ -60,6 +62,9 @@ struct StoreMemory {
     }
 
     // MARK: Documents
+
+    /// Records that the query index of a field in a collection is decided (made, or not needed).
+    mutating func decidedQueryIndex(_ decision: String) { decidedQueryIndexes.insert(decision) }
 
     /// Keeps a document as last committed.
     mutating func remember(_ document: LocalStore.CachedDocument, for key: DocumentKey) {

@@ -859,6 +859,36 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         #expect(rankThree.count == expected.values.filter { $0.rank == 3 }.count + 1)
         let noneIsTrue = try await store.documents(matching: DocumentQuery(collection: "users").whereField(path("rank"), isEqualTo: true))
         #expect(noneIsTrue.isEmpty)
+
+        // The queries made indexes on the fields they ordered by and filtered first, and the
+        // answers above came through them; a range with a pending document beside them still
+        // finds it in order.
+        try await store.updateData(for: DocumentKey(collection: "users", id: "u00000"), set: [path("rank"): .int(-1)])
+        let lowest = try await store.documents(
+            matching: DocumentQuery(collection: "users").filtered(.init(path: path("rank"), relation: .less, value: 2)).order(by: path("rank"))
+                .limit(3))
+        let expectedLowest = ["u00000"] + expected.filter { $0.key != "u00000" && $0.value.rank < 2 }.sorted { ($0.value.rank, $0.key) < ($1.value.rank, $1.key) }
+            .prefix(2).map(\.key)
+        #expect(lowest.map(\.key.id) == expectedLowest)
+        await store.close()
+        let indexes = try Database(path: folder.path("store.sqlite")).query(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name LIKE 'query%' ORDER BY sql") { $0.text(0) ?? "" }
+        #expect(indexes.count == 2 && indexes.allSatisfy { $0.contains("json_extract(view, '$.") }, "\(indexes)")
+    }
+
+    @Test func aSmallCollectionGetsNoIndex() async throws {
+        let store = try LocalStore(path: folder.path("small.sqlite"))
+        let page = try (0..<(LocalStore.queryIndexThreshold - 1)).map { index in
+            var state = DocumentState()
+            state.applyLocally(try DocumentDelta.create(["rank": .int(Int64(index))], base: .zero), at: Version(UInt64(index + 1)))
+            return (key: DocumentKey(collection: "few", id: "d\(index)"), state: state)
+        }
+        try await store.applyPulledPage(page, cursor: "1")
+        _ = try await store.documents(matching: DocumentQuery(collection: "few").order(by: path("rank")).limit(1))
+        await store.close()
+        let indexes = try Database(path: folder.path("small.sqlite")).query(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'query%'") { $0.text(0) ?? "" }
+        #expect(indexes.isEmpty)
     }
 }
 
