@@ -144,11 +144,11 @@ extension AbrovaSync {
             return await sync.followingStore { await $0.changes(matching: query) }
         }
 
-        /// Calls `listener` with the documents now and after every change, until the registration
-        /// is removed.
-        public func addSnapshotListener(_ listener: @escaping @Sendable ([DocumentSnapshot]) -> Void) async -> ListenerRegistration {
+        /// Calls `listener` on the main actor (as Firestore calls on the main queue) with the
+        /// documents now and after every change, until the registration is removed.
+        public func addSnapshotListener(_ listener: @escaping @MainActor @Sendable ([DocumentSnapshot]) -> Void) async -> ListenerRegistration {
             let stream = await snapshots()
-            return ListenerRegistration(Task { for await documents in stream { listener(documents) } })
+            return ListenerRegistration(Task { @MainActor in for await documents in stream { listener(documents) } })
         }
     }
 }

@@ -61,14 +61,14 @@ extension AbrovaSync {
             return await sync.followingStore { await $0.changes(matching: query) }
         }
 
-        /// Calls `listener` with the query's documents now and after every change, until the
-        /// registration is removed.
+        /// Calls `listener` on the main actor (as Firestore calls on the main queue) with the query's
+        /// documents now and after every change, until the registration is removed.
         public func addSnapshotListener(
             _ query: DocumentQuery? = nil,
-            _ listener: @escaping @Sendable ([DocumentSnapshot]) -> Void
+            _ listener: @escaping @MainActor @Sendable ([DocumentSnapshot]) -> Void
         ) async -> ListenerRegistration {
             let stream = await snapshots(query)
-            return ListenerRegistration(Task { for await documents in stream { listener(documents) } })
+            return ListenerRegistration(Task { @MainActor in for await documents in stream { listener(documents) } })
         }
     }
 }
@@ -185,11 +185,12 @@ extension AbrovaSync {
             return await sync.followingStore { await $0.changes(of: key) }
         }
 
-        /// Calls `listener` with the document now and after every change, until the registration is
-        /// removed. A rolled-back write's snapshot says so (`metadata.isRollback`).
-        public func addSnapshotListener(_ listener: @escaping @Sendable (DocumentSnapshot) -> Void) async -> ListenerRegistration {
+        /// Calls `listener` on the main actor (as Firestore calls on the main queue) with the document
+        /// now and after every change, until the registration is removed. A rolled-back write's
+        /// snapshot says so (`metadata.isRollback`).
+        public func addSnapshotListener(_ listener: @escaping @MainActor @Sendable (DocumentSnapshot) -> Void) async -> ListenerRegistration {
             let stream = await snapshots()
-            return ListenerRegistration(Task { for await snapshot in stream { listener(snapshot) } })
+            return ListenerRegistration(Task { @MainActor in for await snapshot in stream { listener(snapshot) } })
         }
     }
 }

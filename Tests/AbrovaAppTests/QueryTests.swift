@@ -126,3 +126,50 @@ final class Heard: Sendable {
         return false
     }
 }
+
+/// A view model as a SwiftUI app keeps one: isolated to the main actor, its properties set inside
+/// the listeners' closures without a hop by hand.
+@MainActor final class ItemsModel {
+    var names: [String] = []
+    var cheapest: String?
+    var first: String?
+    private var registrations: [ListenerRegistration] = []
+
+    var shown: Shown { Shown(names: names, cheapest: cheapest, first: first) }
+
+    func follow(_ sync: AbrovaSync) async {
+        let items = sync.collection("items")
+        registrations.append(await items.addSnapshotListener { documents in self.names = documents.map(\.documentID) })
+        registrations.append(
+            await items.order(by: "price").limit(to: 1).addSnapshotListener { documents in
+                MainActor.assertIsolated()
+                self.cheapest = documents.first?.documentID
+            })
+        registrations.append(await items.document("a").addSnapshotListener { snapshot in self.first = snapshot.get("name")?.stringValue })
+    }
+
+    func stop() { registrations.forEach { $0.remove() } }
+}
+
+struct Shown: Equatable, Sendable {
+    var names: [String]
+    var cheapest: String?
+    var first: String?
+}
+
+@Suite(.timeLimit(.minutes(2))) struct MainActorListenerTests {
+    @Test func listenersSetAMainActorModelsProperties() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let model = ItemsModel()
+        await model.follow(phone)
+        try await phone.collection("items").document("a").setData(["name": "apple", "price": 2])
+        try await phone.collection("items").document("b").setData(["name": "bread", "price": 1])
+        let expected = Shown(names: ["a", "b"], cheapest: "b", first: "apple")
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline, await model.shown != expected { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(await model.shown == expected)
+        await model.stop()
+        await phone.close()
+    }
+}
