@@ -71,3 +71,71 @@ import Testing
         await phone.close()
     }
 }
+
+/// `setData(_:merge: true)`, as Firestore's: the fields given are set (nested maps field by
+/// field), the others kept; a document that does not exist is created.
+@Suite(.timeLimit(.minutes(2))) struct MergeTests {
+    @Test func aMergeSetsTheFieldsGivenAndKeepsTheRest() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let tablet = try server.device("tablet")
+        let profile = phone.collection("profiles").document("ana")
+        try await profile.setData(["name": "Ana", "address": ["city": "Oslo", "zip": "0150"], "tags": ["a"]])
+        let city = "Bergen"
+        try await profile.setData(["address": ["city": city], "age": 30], merge: true)
+        var snapshot = try await tablet.collection("profiles").document("ana").getDocument(source: .server)
+        #expect(snapshot.data == ["name": "Ana", "address": ["city": "Bergen", "zip": "0150"], "tags": ["a"], "age": 30])
+
+        // Without merge it replaces; a merge of nothing keeps everything.
+        try await profile.setData([:], merge: true)
+        #expect(try await profile.getDocument(source: .server).data == snapshot.data)
+        try await profile.setData(["name": "Ana"], merge: false)
+        #expect(try await profile.getDocument(source: .server).data == ["name": "Ana"])
+
+        // A document that does not exist is created, online and queued alike.
+        try await phone.collection("profiles").document("ben").setData(["name": "Ben"], merge: true)
+        snapshot = try await tablet.collection("profiles").document("ben").getDocument(source: .server)
+        #expect(snapshot.data == ["name": "Ben"])
+        await phone.close()
+        await tablet.close()
+    }
+
+    @Test func mergesQueuedOnTwoDevicesBothLand() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let tablet = try server.device("tablet")
+        try await phone.collection("profiles").document("ana").setData(["name": "Ana", "address": ["city": "Oslo"]])
+        _ = try await tablet.collection("profiles").document("ana").getDocument(source: .server)
+        await phone.disconnect()
+        await tablet.disconnect()
+        try await phone.collection("profiles").document("ana").setData(["address": ["zip": "0150"]], merge: true)
+        try await tablet.collection("profiles").document("ana").setData(["address": ["city": "Bergen"], "age": 30], merge: true)
+        #expect(try await phone.collection("profiles").document("ana").getDocument(source: .cache).metadata.hasPendingWrites)
+        await phone.reconnect()
+        await tablet.reconnect()
+        await phone.syncNowForTests()
+        await tablet.syncNowForTests()
+        await phone.syncNowForTests()
+        let expected: AbrovaSync.Value = ["name": "Ana", "address": ["city": "Bergen", "zip": "0150"], "age": 30]
+        #expect(try await phone.collection("profiles").document("ana").getDocument(source: .cache).data == expected)
+        #expect(try await tablet.collection("profiles").document("ana").getDocument(source: .server).data == expected)
+        await phone.close()
+        await tablet.close()
+    }
+
+    @Test func aMergeWithAFieldNameThatCannotBeStoredIsRefusedAndWritesNothing() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let profile = phone.collection("profiles").document("ana")
+        try await profile.setData(["name": "Ana"])
+        let refused = await #expect(throws: AbrovaSyncError.self) { try await profile.setData(["address": ["ci;ty": "Oslo"]], merge: true) }
+        #expect(refused?.kind == .refused)
+        #expect(try await profile.getDocument(source: .server).data == ["name": "Ana"])
+        await phone.close()
+    }
+}
+
+extension AbrovaSync {
+    /// A sync run, waited for.
+    func syncNowForTests() async { await forceSyncNow() as Void }
+}
