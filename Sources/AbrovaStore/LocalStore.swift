@@ -191,22 +191,16 @@ package actor LocalStore {
         switch operation {
         case .set(let data):
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                base, _ in
+                base in
                 try DocumentDelta.create(data, base: base)
             }
-        case .merge(let data):
-            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                base, exists in
-                try Self.mergeDelta(data, base: base, exists: exists)
-            }
         case .update(let assignments, let removals, let setAdd, let setRemove):
-            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                base, _ in
+            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) { base in
                 try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
             }
         case .delete:
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                base, _ in
+                base in
                 DocumentDelta.delete(base: base)
             }
         }
@@ -214,7 +208,7 @@ package actor LocalStore {
 
     private func writeTranslated(
         _ key: DocumentKey, requiresExisting: Bool, asWritten: Bool, alongside: ((Database) throws -> Void)?,
-        afterCommit: ((inout StoreMemory) -> Void)?, _ makeDelta: (_ base: Version, _ exists: Bool) throws -> DocumentDelta
+        afterCommit: ((inout StoreMemory) -> Void)?, _ makeDelta: (Version) throws -> DocumentDelta
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         do {
             try key.validate()
@@ -235,7 +229,7 @@ package actor LocalStore {
                 }
                 let delta: DocumentDelta
                 do {
-                    delta = try makeDelta(document.confirmed.version, document.view.exists)
+                    delta = try makeDelta(document.confirmed.version)
                 } catch let error as ValueError {
                     throw StoreError(error)
                 }
@@ -293,25 +287,6 @@ package actor LocalStore {
                 sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten,
                 origin: origin)
         }
-    }
-
-    /// A merge (`WriteOperation.merge`): each leaf of `data` assigned at its path when the document
-    /// exists (a nested map merges field by field; an empty map is a leaf), else the document
-    /// created with `data`.
-    static func mergeDelta(_ data: [String: Value], base: Version, exists: Bool) throws(ValueError) -> DocumentDelta {
-        guard exists else { return try DocumentDelta.create(data, base: base) }
-        var leaves: [FieldPath: Value] = [:]
-        func collect(_ fields: [String: Value], under prefix: [String]) throws(ValueError) {
-            for (name, value) in fields {
-                if case .map(let nested) = value, !nested.isEmpty {
-                    try collect(nested, under: prefix + [name])
-                } else {
-                    leaves[try FieldPath(segments: prefix + [name])] = value
-                }
-            }
-        }
-        try collect(data, under: [])
-        return try DocumentDelta.update(set: leaves, base: base)
     }
 
     /// Undoes the write of `receipt` if its change is still its document's newest pending change,

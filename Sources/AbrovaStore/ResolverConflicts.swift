@@ -87,7 +87,6 @@ extension LocalStore {
             do {
                 switch resolution {
                 case .set(let data): delta = try DocumentDelta.create(data, base: confirmed.version)
-                case .merge(let data): delta = try Self.mergeDelta(data, base: confirmed.version, exists: confirmed.exists)
                 case .delete: delta = DocumentDelta.delete(base: confirmed.version)
                 case .update(let assignments, let removals, let setAdd, let setRemove):
                     delta = try DocumentDelta.update(

@@ -351,9 +351,6 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 package enum WriteOperation: Sendable {
     /// Replace the document with exactly these fields (creating it).
     case set([String: Value])
-    /// Assign each leaf of these fields (nested maps merge, field by field) when the document
-    /// exists; create it with them when it does not (Firestore's `setData(_:merge: true)`).
-    case merge([String: Value])
     /// Assign, remove, and change sets by path; the document must exist.
     case update(set: [FieldPath: Value], remove: [FieldPath], setAdd: [FieldPath: [Value]], setRemove: [FieldPath: [Value]])
     /// Delete the document.

@@ -112,25 +112,6 @@ extension AbrovaSync {
             return try await sync.write(key) { store, online in try await store.write(.set(data), for: key, asWritten: online) }
         }
 
-        /// Writes these fields: with `merge`, each field given (nested maps merge field by field) is
-        /// set and the others are kept, and a document that does not exist is created; without it,
-        /// as `setData(_:)`.
-        ///
-        ///     try await profile.setData(["address": ["city": city]], merge: true)  // keeps address.zip
-        @discardableResult
-        public func setData(_ data: [String: Value], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            guard merge else { return try await setData(data) }
-            let key = key
-            return try await sync.write(key) { store, online in try await store.write(.merge(data), for: key, asWritten: online) }
-        }
-
-        /// Writes these fields, given as Swift values, merged or not (see `setData(_:merge:)`).
-        @_disfavoredOverload
-        @discardableResult
-        public func setData(_ data: [String: any ValueConvertible], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            try await setData(data.mapValues(\.documentValue), merge: merge)
-        }
-
         /// Replaces the document with these fields, given as Swift values (`String`, `Int`,
         /// `Double`, `Bool`, `Value`, and arrays, dictionaries and optionals of them):
         ///
