@@ -91,7 +91,10 @@ let package = Package(
         // The demo's story, run in-process.
         .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
         // Imports the SDK as an app does (no @testable, no SPI): the documentation's examples compile.
-        .testTarget(name: "AbrovaAppTests", dependencies: ["AbrovaSync", "AbrovaTestSupport"]),
+        // The example app's model (Examples/ShoppingCart): built and tested here; its SwiftUI
+        // screen (Examples/ShoppingCart/App) is for Apple platforms and is not a target.
+        .target(name: "ShoppingCartExample", dependencies: ["AbrovaSync"], path: "Examples/ShoppingCart/Model"),
+        .testTarget(name: "AbrovaAppTests", dependencies: ["AbrovaSync", "AbrovaTestSupport", "ShoppingCartExample"]),
     ],
     swiftLanguageModes: [.v6]
 )
