@@ -415,14 +415,19 @@ package actor LocalStore {
         let decision = "\(query.collection)\u{0}\(path.dotted)"
         guard !memory.decidedQueryIndexes.contains(decision) else { return }
         let name = "query_" + String(Self.stableHash(path.dotted), radix: 16)
-        let exists = try database.queryFirst("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", [.text(name)]) { _ in true } ?? false
+        let exists =
+            try database.queryFirst("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", [.text(name)]) { _ in true } ?? false
         if !exists {
-            let documents = try database.queryFirst(
-                "SELECT count(*) FROM (SELECT 1 FROM documents WHERE collection = ? LIMIT ?)",
-                [.text(query.collection), .integer(Int64(Self.queryIndexThreshold))]) { $0.integer(0) } ?? 0
+            let documents =
+                try database.queryFirst(
+                    "SELECT count(*) FROM (SELECT 1 FROM documents WHERE collection = ? LIMIT ?)",
+                    [.text(query.collection), .integer(Int64(Self.queryIndexThreshold))]
+                ) { $0.integer(0) } ?? 0
             guard documents >= Self.queryIndexThreshold else { return } // asked again once it has grown
-            let made = try database.queryFirst(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'query\\_%' ESCAPE '\\'") { $0.integer(0) } ?? 0
+            let made =
+                try database.queryFirst(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'query\\_%' ESCAPE '\\'"
+                ) { $0.integer(0) } ?? 0
             if made < Self.maximumQueryIndexes {
                 try database.execute("CREATE INDEX IF NOT EXISTS \(name) ON documents (collection, \(try QueryConditions.field(path)))")
             }

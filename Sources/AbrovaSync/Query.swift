@@ -146,7 +146,9 @@ extension AbrovaSync {
 
         /// Calls `listener` on the main actor (as Firestore calls on the main queue) with the
         /// documents now and after every change, until the registration is removed.
-        public func addSnapshotListener(_ listener: @escaping @MainActor @Sendable ([DocumentSnapshot]) -> Void) async -> ListenerRegistration {
+        public func addSnapshotListener(_ listener: @escaping @MainActor @Sendable ([DocumentSnapshot]) -> Void) async
+            -> ListenerRegistration
+        {
             let stream = await snapshots()
             return ListenerRegistration(Task { @MainActor in for await documents in stream { listener(documents) } })
         }

@@ -188,7 +188,8 @@ extension AbrovaSync {
         /// Calls `listener` on the main actor (as Firestore calls on the main queue) with the document
         /// now and after every change, until the registration is removed. A rolled-back write's
         /// snapshot says so (`metadata.isRollback`).
-        public func addSnapshotListener(_ listener: @escaping @MainActor @Sendable (DocumentSnapshot) -> Void) async -> ListenerRegistration {
+        public func addSnapshotListener(_ listener: @escaping @MainActor @Sendable (DocumentSnapshot) -> Void) async -> ListenerRegistration
+        {
             let stream = await snapshots()
             return ListenerRegistration(Task { @MainActor in for await snapshot in stream { listener(snapshot) } })
         }

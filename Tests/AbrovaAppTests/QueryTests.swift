@@ -1,6 +1,6 @@
 import AbrovaSync
-import Synchronization
 import Foundation
+import Synchronization
 import Testing
 
 /// Firestore-shaped queries, as an app writes them, against `abrova serve`: one device writes, the
@@ -27,17 +27,23 @@ import Testing
 
         #expect(ids(try await items.whereField("price", isLessThan: ceiling).order(by: "price").getDocuments()) == ["a", "e", "b"])
         #expect(ids(try await items.whereField("price", isLessThanOrEqualTo: ceiling).getDocuments()) == ["a", "b", "d", "e"])
-        #expect(ids(try await items.whereField("price", isGreaterThan: 5).order(by: "price", descending: true).getDocuments()) == ["f", "c"])
+        #expect(
+            ids(try await items.whereField("price", isGreaterThan: 5).order(by: "price", descending: true).getDocuments()) == ["f", "c"])
         #expect(ids(try await items.whereField("price", isGreaterThanOrEqualTo: 5).getDocuments()) == ["c", "f", "h"])
         #expect(ids(try await items.whereField("price", isEqualTo: 5.0).getDocuments()) == ["h"], "5 and 5.0 are one number")
         #expect(ids(try await items.whereField("name", isEqualTo: "eggs").getDocuments()) == ["e"])
-        #expect(ids(try await items.whereField("name", isNotEqualTo: "eggs").whereField("price", isLessThan: 4).getDocuments()) == ["a", "b"])
+        #expect(
+            ids(try await items.whereField("name", isNotEqualTo: "eggs").whereField("price", isLessThan: 4).getDocuments()) == ["a", "b"])
         #expect(ids(try await items.whereField("price", isNotEqualTo: 3).getDocuments()) == ["a", "b", "c", "d", "f", "h"])
         #expect(ids(try await items.whereField("name", in: ["figs", "apple", "kale"]).getDocuments()) == ["a", "f"])
         let wanted = ["figs", "dates"]
         #expect(ids(try await items.whereField("name", in: wanted).getDocuments()) == ["d", "f"])
-        #expect(ids(try await items.whereField("tags", arrayContains: "fruit").order(by: "price").limit(to: 2).getDocuments()) == ["a", "d"])
-        #expect(ids(try await items.whereField("name", isGreaterThanOrEqualTo: "f").whereField("name", isLessThan: "h").getDocuments()) == ["f", "g"])
+        #expect(
+            ids(try await items.whereField("tags", arrayContains: "fruit").order(by: "price").limit(to: 2).getDocuments()) == ["a", "d"])
+        #expect(
+            ids(try await items.whereField("name", isGreaterThanOrEqualTo: "f").whereField("name", isLessThan: "h").getDocuments()) == [
+                "f", "g",
+            ])
         #expect(ids(try await items.order(by: "price").limit(to: 3).getDocuments()) == ["g", "a", "e"], "without the field first")
         #expect(ids(try await items.order(by: "price", descending: true).getDocuments()).last == "g", "and last descending")
         #expect(ids(try await items.limit(to: 2).getDocuments()) == ["a", "b"])

@@ -77,7 +77,8 @@ extension ServerSuites {
             let droppedAfter = try await onNewThread { () -> Duration? in
                 let connection = try RawHTTPConnection(port: port)
                 try connection.send(
-                    "GET /v1/watch?cursor= HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: \(LiveServer.apiKey)\r\nAuthorization: Bearer token-ben\r\n\r\n")
+                    "GET /v1/watch?cursor= HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: \(LiveServer.apiKey)\r\nAuthorization: Bearer token-ben\r\n\r\n"
+                )
                 guard holds(within: .seconds(10), { service.watchCount == 1 }) else { return nil }
                 let left = ContinuousClock.now
                 connection.close()

@@ -865,14 +865,19 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         // finds it in order.
         try await store.updateData(for: DocumentKey(collection: "users", id: "u00000"), set: [path("rank"): .int(-1)])
         let lowest = try await store.documents(
-            matching: DocumentQuery(collection: "users").filtered(.init(path: path("rank"), relation: .less, value: 2)).order(by: path("rank"))
-                .limit(3))
-        let expectedLowest = ["u00000"] + expected.filter { $0.key != "u00000" && $0.value.rank < 2 }.sorted { ($0.value.rank, $0.key) < ($1.value.rank, $1.key) }
+            matching: DocumentQuery(collection: "users").filtered(.init(path: path("rank"), relation: .less, value: 2)).order(
+                by: path("rank")
+            )
+            .limit(3))
+        let expectedLowest =
+            ["u00000"]
+            + expected.filter { $0.key != "u00000" && $0.value.rank < 2 }.sorted { ($0.value.rank, $0.key) < ($1.value.rank, $1.key) }
             .prefix(2).map(\.key)
         #expect(lowest.map(\.key.id) == expectedLowest)
         await store.close()
         let indexes = try Database(path: folder.path("store.sqlite")).query(
-            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name LIKE 'query%' ORDER BY sql") { $0.text(0) ?? "" }
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name LIKE 'query%' ORDER BY sql"
+        ) { $0.text(0) ?? "" }
         #expect(indexes.count == 2 && indexes.allSatisfy { $0.contains("json_extract(view, '$.") }, "\(indexes)")
     }
 
@@ -887,7 +892,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
         _ = try await store.documents(matching: DocumentQuery(collection: "few").order(by: path("rank")).limit(1))
         await store.close()
         let indexes = try Database(path: folder.path("small.sqlite")).query(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'query%'") { $0.text(0) ?? "" }
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'query%'"
+        ) { $0.text(0) ?? "" }
         #expect(indexes.isEmpty)
     }
 }

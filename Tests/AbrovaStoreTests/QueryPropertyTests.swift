@@ -125,7 +125,8 @@ import Testing
                 let found = Set(try await store.documents(matching: query).map(\.key.id))
                 let wanted = Set(fields.indices.filter { expected[$0] == true }.map { "d\($0)" })
                 guard found == wanted else {
-                    return "\(relation) \(value.canonicalJSON) over \(fields.map { $0?.canonicalJSON ?? "-" }): found \(found.sorted()), wanted \(wanted.sorted())"
+                    return
+                        "\(relation) \(value.canonicalJSON) over \(fields.map { $0?.canonicalJSON ?? "-" }): found \(found.sorted()), wanted \(wanted.sorted())"
                 }
                 return nil
             })
