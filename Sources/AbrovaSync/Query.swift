@@ -34,7 +34,7 @@ extension AbrovaSync {
             return path
         }
 
-        private func filtered(_ field: String, _ relation: DocumentQuery.Relation, _ value: Value) -> Query {
+        func filtered(_ field: String, _ relation: DocumentQuery.Relation, _ value: Value) -> Query {
             var next = self
             do {
                 next.query = query.filtered(DocumentQuery.Filter(path: try Self.path(field), relation: relation, value: value))
@@ -44,71 +44,8 @@ extension AbrovaSync {
             return next
         }
 
-        /// Documents whose field equals `value`.
-        public func whereField(_ field: String, isEqualTo value: Value) -> Query { filtered(field, .equal, value) }
-        /// Documents whose field exists, is not `null`, and does not equal `value`.
-        public func whereField(_ field: String, isNotEqualTo value: Value) -> Query { filtered(field, .notEqual, value) }
-        /// Documents whose field is below `value`.
-        public func whereField(_ field: String, isLessThan value: Value) -> Query { filtered(field, .less, value) }
-        /// Documents whose field is below or equal to `value`.
-        public func whereField(_ field: String, isLessThanOrEqualTo value: Value) -> Query {
-            filtered(field, .lessOrEqual, value)
-        }
-        /// Documents whose field is above `value`.
-        public func whereField(_ field: String, isGreaterThan value: Value) -> Query { filtered(field, .greater, value) }
-        /// Documents whose field is above or equal to `value`.
-        public func whereField(_ field: String, isGreaterThanOrEqualTo value: Value) -> Query {
-            filtered(field, .greaterOrEqual, value)
-        }
-        /// Documents whose field equals one of `values` (1 to 30 of them).
-        public func whereField(_ field: String, in values: [Value]) -> Query { filtered(field, .isIn, .array(values)) }
-        /// Documents whose field is an array holding `value`.
-        public func whereField(_ field: String, arrayContains value: Value) -> Query { filtered(field, .arrayContains, value) }
-
-        /// Documents whose field equals `value` (a Swift value).
-        @_disfavoredOverload
-        public func whereField(_ field: String, isEqualTo value: some ValueConvertible) -> Query {
-            filtered(field, .equal, value.documentValue)
-        }
-        /// Documents whose field exists, is not `null`, and does not equal `value` (a Swift value).
-        @_disfavoredOverload
-        public func whereField(_ field: String, isNotEqualTo value: some ValueConvertible) -> Query {
-            filtered(field, .notEqual, value.documentValue)
-        }
-        /// Documents whose field is below `value` (a Swift value).
-        @_disfavoredOverload
-        public func whereField(_ field: String, isLessThan value: some ValueConvertible) -> Query {
-            filtered(field, .less, value.documentValue)
-        }
-        /// Documents whose field is below or equal to `value` (a Swift value).
-        @_disfavoredOverload
-        public func whereField(_ field: String, isLessThanOrEqualTo value: some ValueConvertible) -> Query {
-            filtered(field, .lessOrEqual, value.documentValue)
-        }
-        /// Documents whose field is above `value` (a Swift value).
-        @_disfavoredOverload
-        public func whereField(_ field: String, isGreaterThan value: some ValueConvertible) -> Query {
-            filtered(field, .greater, value.documentValue)
-        }
-        /// Documents whose field is above or equal to `value` (a Swift value).
-        @_disfavoredOverload
-        public func whereField(_ field: String, isGreaterThanOrEqualTo value: some ValueConvertible) -> Query {
-            filtered(field, .greaterOrEqual, value.documentValue)
-        }
-        /// Documents whose field equals one of `values` (Swift values; 1 to 30 of them).
-        @_disfavoredOverload
-        public func whereField(_ field: String, in values: [any ValueConvertible]) -> Query {
-            filtered(field, .isIn, .array(values.map(\.documentValue)))
-        }
-        /// Documents whose field is an array holding `value` (a Swift value).
-        @_disfavoredOverload
-        public func whereField(_ field: String, arrayContains value: some ValueConvertible) -> Query {
-            filtered(field, .arrayContains, value.documentValue)
-        }
-
-        /// Ordered by the field (documents without it first when ascending, last when descending;
-        /// then by id).
-        public func order(by field: String, descending: Bool = false) -> Query {
+        /// The query ordered by the field.
+        func ordered(by field: String, descending: Bool) -> Query {
             var next = self
             do {
                 next.query = query.order(by: try Self.path(field), descending: descending)
@@ -118,8 +55,8 @@ extension AbrovaSync {
             return next
         }
 
-        /// At most `count` documents.
-        public func limit(to count: Int) -> Query {
+        /// The query limited to `count` documents.
+        func limited(to count: Int) -> Query {
             var next = self
             next.query = query.limit(count)
             return next
@@ -155,85 +92,100 @@ extension AbrovaSync {
     }
 }
 
-extension AbrovaSync.CollectionReference {
-    /// This collection as a Firestore-shaped query (every document, ordered by id).
-    public var all: AbrovaSync.Query { AbrovaSync.Query(sync: sync, query: query) }
-
-    /// Documents whose field equals `value`.
-    public func whereField(_ field: String, isEqualTo value: Value) -> AbrovaSync.Query { all.whereField(field, isEqualTo: value) }
-    /// Documents whose field exists, is not `null`, and does not equal `value`.
-    public func whereField(_ field: String, isNotEqualTo value: Value) -> AbrovaSync.Query {
-        all.whereField(field, isNotEqualTo: value)
+extension AbrovaSync {
+    /// Where a query chain starts or goes on: a collection (every document, by id) or a query.
+    /// Each call gives a new `Query`.
+    public protocol Queryable: Sendable {
+        /// This, as a query.
+        var asQuery: Query { get }
     }
+}
+
+extension AbrovaSync.Query: AbrovaSync.Queryable {
+    public var asQuery: AbrovaSync.Query { self }
+}
+
+extension AbrovaSync.Queryable {
+    /// Documents whose field equals `value`.
+    public func whereField(_ field: String, isEqualTo value: Value) -> AbrovaSync.Query { asQuery.filtered(field, .equal, value) }
+    /// Documents whose field exists, is not `null`, and does not equal `value`.
+    public func whereField(_ field: String, isNotEqualTo value: Value) -> AbrovaSync.Query { asQuery.filtered(field, .notEqual, value) }
     /// Documents whose field is below `value`.
-    public func whereField(_ field: String, isLessThan value: Value) -> AbrovaSync.Query { all.whereField(field, isLessThan: value) }
+    public func whereField(_ field: String, isLessThan value: Value) -> AbrovaSync.Query { asQuery.filtered(field, .less, value) }
     /// Documents whose field is below or equal to `value`.
     public func whereField(_ field: String, isLessThanOrEqualTo value: Value) -> AbrovaSync.Query {
-        all.whereField(field, isLessThanOrEqualTo: value)
+        asQuery.filtered(field, .lessOrEqual, value)
     }
     /// Documents whose field is above `value`.
-    public func whereField(_ field: String, isGreaterThan value: Value) -> AbrovaSync.Query {
-        all.whereField(field, isGreaterThan: value)
-    }
+    public func whereField(_ field: String, isGreaterThan value: Value) -> AbrovaSync.Query { asQuery.filtered(field, .greater, value) }
     /// Documents whose field is above or equal to `value`.
     public func whereField(_ field: String, isGreaterThanOrEqualTo value: Value) -> AbrovaSync.Query {
-        all.whereField(field, isGreaterThanOrEqualTo: value)
+        asQuery.filtered(field, .greaterOrEqual, value)
     }
-    /// Documents whose field equals one of `values`.
-    public func whereField(_ field: String, in values: [Value]) -> AbrovaSync.Query { all.whereField(field, in: values) }
+    /// Documents whose field equals one of `values` (1 to 30 of them).
+    public func whereField(_ field: String, in values: [Value]) -> AbrovaSync.Query { asQuery.filtered(field, .isIn, .array(values)) }
     /// Documents whose field is an array holding `value`.
     public func whereField(_ field: String, arrayContains value: Value) -> AbrovaSync.Query {
-        all.whereField(field, arrayContains: value)
+        asQuery.filtered(field, .arrayContains, value)
     }
 
     /// Documents whose field equals `value` (a Swift value).
     @_disfavoredOverload
     public func whereField(_ field: String, isEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
-        all.whereField(field, isEqualTo: value)
+        whereField(field, isEqualTo: value.documentValue)
     }
     /// Documents whose field exists, is not `null`, and does not equal `value` (a Swift value).
     @_disfavoredOverload
     public func whereField(_ field: String, isNotEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
-        all.whereField(field, isNotEqualTo: value)
+        whereField(field, isNotEqualTo: value.documentValue)
     }
     /// Documents whose field is below `value` (a Swift value).
     @_disfavoredOverload
     public func whereField(_ field: String, isLessThan value: some ValueConvertible) -> AbrovaSync.Query {
-        all.whereField(field, isLessThan: value)
+        whereField(field, isLessThan: value.documentValue)
     }
     /// Documents whose field is below or equal to `value` (a Swift value).
     @_disfavoredOverload
     public func whereField(_ field: String, isLessThanOrEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
-        all.whereField(field, isLessThanOrEqualTo: value)
+        whereField(field, isLessThanOrEqualTo: value.documentValue)
     }
     /// Documents whose field is above `value` (a Swift value).
     @_disfavoredOverload
     public func whereField(_ field: String, isGreaterThan value: some ValueConvertible) -> AbrovaSync.Query {
-        all.whereField(field, isGreaterThan: value)
+        whereField(field, isGreaterThan: value.documentValue)
     }
     /// Documents whose field is above or equal to `value` (a Swift value).
     @_disfavoredOverload
     public func whereField(_ field: String, isGreaterThanOrEqualTo value: some ValueConvertible) -> AbrovaSync.Query {
-        all.whereField(field, isGreaterThanOrEqualTo: value)
+        whereField(field, isGreaterThanOrEqualTo: value.documentValue)
     }
-    /// Documents whose field equals one of `values` (Swift values).
+    /// Documents whose field equals one of `values` (Swift values; 1 to 30 of them).
     @_disfavoredOverload
-    public func whereField(_ field: String, in values: [any ValueConvertible]) -> AbrovaSync.Query { all.whereField(field, in: values) }
+    public func whereField(_ field: String, in values: [any ValueConvertible]) -> AbrovaSync.Query {
+        whereField(field, in: values.map(\.documentValue))
+    }
     /// Documents whose field is an array holding `value` (a Swift value).
     @_disfavoredOverload
     public func whereField(_ field: String, arrayContains value: some ValueConvertible) -> AbrovaSync.Query {
-        all.whereField(field, arrayContains: value)
+        whereField(field, arrayContains: value.documentValue)
     }
 
-    /// Every document ordered by the field (documents without it first when ascending, last when
-    /// descending; then by id).
-    public func order(by field: String, descending: Bool = false) -> AbrovaSync.Query { all.order(by: field, descending: descending) }
+    /// Ordered by the field (documents without it first when ascending, last when descending;
+    /// then by id).
+    public func order(by field: String, descending: Bool = false) -> AbrovaSync.Query {
+        asQuery.ordered(by: field, descending: descending)
+    }
 
-    /// At most `count` documents, by id.
-    public func limit(to count: Int) -> AbrovaSync.Query { all.limit(to: count) }
+    /// At most `count` documents.
+    public func limit(to count: Int) -> AbrovaSync.Query { asQuery.limited(to: count) }
+}
+
+extension AbrovaSync.CollectionReference: AbrovaSync.Queryable {
+    /// This collection as a query: every document, by id.
+    public var asQuery: AbrovaSync.Query { AbrovaSync.Query(sync: sync, query: query) }
 
     /// Every document of the collection, as `Query.getDocuments(source:)` reads them.
     public func getDocuments(source: AbrovaSync.Source) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
-        try await all.getDocuments(source: source)
+        try await asQuery.getDocuments(source: source)
     }
 }
