@@ -34,6 +34,17 @@ import Testing
         try await cart.updateData(["qty.milk": milk + 1, "items": .arrayUnion([item])])
     }
 
+    /// The getting-started article, "Query".
+    static func query(budget: Double) async throws -> [AbrovaSync.DocumentSnapshot] {
+        let items = AbrovaSync.shared.collection("items")
+        let cheap = try await items.whereField("price", isLessThan: budget)
+            .whereField("tags", arrayContains: "fruit")
+            .order(by: "price")
+            .limit(to: 10)
+            .getDocuments()
+        return cheap
+    }
+
     /// Spec/client.md, "Making one".
     static func makingOne(token: String) throws -> AbrovaSyncConfig {
         try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY")
