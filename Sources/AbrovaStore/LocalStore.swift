@@ -429,7 +429,8 @@ package actor LocalStore {
                     "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'query\\_%' ESCAPE '\\'"
                 ) { $0.integer(0) } ?? 0
             if made < Self.maximumQueryIndexes {
-                try database.execute("CREATE INDEX IF NOT EXISTS \(name) ON documents (collection, \(try QueryConditions.field(path)))")
+                // Best effort: a query runs without its index (a full disk, a read-only file).
+                try? database.execute("CREATE INDEX IF NOT EXISTS \(name) ON documents (collection, \(try QueryConditions.field(path)))")
             }
         }
         memory.decidedQueryIndex(decision)
