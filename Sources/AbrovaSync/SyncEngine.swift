@@ -324,6 +324,7 @@ actor SyncRunner {
         var syncedCount = 0
         do {
             if try await tokenIsTheStoreUsers(&result) { try await pushRound(into: &result, syncedCount: &syncedCount) }
+            if !decisions.mayRun { result.outcome = .unreachable } // disconnected by the app meanwhile: no pull
             if result.outcome == .completed, !result.lastBatchTookCursor {
                 try await pullAll(into: &result, syncedCount: &syncedCount)
                 if result.outcome != .completed, hasWaitingWrites {
@@ -335,7 +336,9 @@ actor SyncRunner {
                 }
             }
             // Writes that came during the last page.
-            while result.outcome == .completed, hasWaitingWrites { try await pushRound(into: &result, syncedCount: &syncedCount) }
+            while result.outcome == .completed, decisions.mayRun, hasWaitingWrites {
+                try await pushRound(into: &result, syncedCount: &syncedCount)
+            }
         } catch {
             result.outcome = .failed
             fail(AbrovaSyncError.wrapping(error))
@@ -419,10 +422,13 @@ actor SyncRunner {
             }
         }
         batchLimits.endSplit()
-        while let frozen = try await store.freezeBatch(
-            maximumChanges: batchLimits.changes(configuration.maximumBatchChanges),
-            maximumBytes: batchLimits.bytes,
-            strategyOf: { configuration.strategy(for: $0.collection) })
+        // A batch in flight is answered; once the app has disconnected, no other is frozen: its
+        // writes wait for reconnect() (disconnect() promises that), even in a run begun before.
+        while decisions.mayRun,
+            let frozen = try await store.freezeBatch(
+                maximumChanges: batchLimits.changes(configuration.maximumBatchChanges),
+                maximumBytes: batchLimits.bytes,
+                strategyOf: { configuration.strategy(for: $0.collection) })
         {
             // The strategies were frozen with the batch: its body is the same at every retry.
             let strategy = frozen.batch.changes.first?.strategy ?? configuration.conflictStrategy

@@ -11,6 +11,38 @@ import Testing
 @Suite struct SyncEngineTests {
     let folder = TemporaryFolder()
 
+    /// `disconnect()` queues every later write, also while a run that began before it is still
+    /// sending: the run sends no batch after it.
+    @Test func aRunGoingWhenTheAppDisconnectsSendsNothingWrittenAfter() async throws {
+        let live = try LiveSyncServer()
+        // Batches of one change, each push 300 ms: the run is still sending when the app disconnects.
+        let sync = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+                .serverURL(live.url)
+                .storePath(folder.path("device.sqlite"))
+                .authToken(LiveSyncServer.token(of: "ana"))
+                .maximumBatchChanges(1)
+                .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(300)) }
+                .build())
+        live.onStop { await sync.close() }
+        await sync.forceSyncNow()
+        await sync.disconnect()
+        for index in 0..<3 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
+        await sync.reconnect()
+        try await Task.sleep(for: .milliseconds(100)) // the first batch is on its way
+        await sync.disconnect()
+        try await sync.collection("carts").document("late").setData(["n": 9])
+        try await Task.sleep(for: .milliseconds(1_200)) // three more pushes' time
+        let onServer = { (id: String) in try? live.service.document(DocumentKey(collection: "carts", id: id), caller: .user("ana")) }
+        #expect(onServer("late") == nil, "a write made after disconnect() went out")
+        #expect(onServer("q2") == nil, "the run went on sending after disconnect()")
+        #expect(await sync.pendingCount >= 2)
+        await sync.reconnect()
+        #expect(await eventually { await sync.pendingCount == 0 })
+        #expect(onServer("late") != nil)
+        await live.stop()
+    }
+
     @Test func aResyncRequiredAnswerPullsFromTheStartAndKeepsUnsentChanges() async throws {
         let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser), tombstoneRetention: 60)
         let ana = try Device(live, folder: folder, name: "ana")
