@@ -359,6 +359,8 @@ public final class AbrovaSync: Sendable {
             let run = await engine.sync()
             guard run.outcome == .completed else {
                 guard source == .default, configuration.offlineEnabled else {
+                    // The run's own error when it has one (a refused token is not the network).
+                    if run.outcome != .unreachable, let error = await engine.lastError { throw error }
                     let reason = await engine.lastError.map { ": \($0.message)" } ?? ""
                     throw AbrovaSyncError(.unreachable, message: "the server's documents could not be pulled\(reason)")
                 }

@@ -101,6 +101,14 @@ import Testing
         #expect(await ended.next() == nil)
         await phone.close()
 
+        // A token the server does not know: the server source says so; the default reads the device.
+        let stranger = try server.device("stranger", token: "not-a-token")
+        let unauthorized = await #expect(throws: AbrovaSyncError.self) {
+            try await stranger.collection("items").whereField("price", isEqualTo: 1).getDocuments(source: .server)
+        }
+        #expect(unauthorized?.kind == .unauthorized, "\(String(describing: unauthorized))")
+        await stranger.close()
+
         // Unreachable: the server source fails, the default falls back to the device.
         let offline = try AbrovaSync(
             config: try AbrovaSyncConfigBuilder(apiKey: "k").serverURL(URL(string: "http://127.0.0.1:9")!).authToken("t")
