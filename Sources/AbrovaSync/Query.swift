@@ -8,14 +8,15 @@ extension AbrovaSync {
     ///     let cheap = try await items.whereField("price", isLessThan: 5).order(by: "price").limit(to: 10).getDocuments()
     ///
     /// Integers and doubles compare as numbers; otherwise a filter matches only a field of its
-    /// value's kind (a string never is less than a number). A field path that is not valid makes
-    /// the query fail when it runs (`getDocuments` throws; `snapshots()` ends at once).
+    /// value's kind (a string never is less than a number). A query that cannot run (an invalid
+    /// path, an `in` of no or more than 30 values, a range over an array or a map) fails when it
+    /// runs: `getDocuments` throws, and `snapshots()` ends at once.
     public struct Query: Sendable {
         let sync: AbrovaSync
         /// The query as the store runs it.
         public private(set) var query: DocumentQuery
-        /// The first invalid path given, if any.
-        private var invalidPath: AbrovaSyncError?
+        /// Why the query cannot run (the first problem found), if it cannot.
+        private var invalidity: AbrovaSyncError?
 
         init(sync: AbrovaSync, query: DocumentQuery) {
             self.sync = sync
@@ -37,11 +38,31 @@ extension AbrovaSync {
         func filtered(_ field: String, _ relation: DocumentQuery.Relation, _ value: Value) -> Query {
             var next = self
             do {
-                next.query = query.filtered(DocumentQuery.Filter(path: try Self.path(field), relation: relation, value: value))
+                let path = try Self.path(field)
+                try Self.check(relation, value, at: field)
+                next.query = query.filtered(DocumentQuery.Filter(path: path, relation: relation, value: value))
             } catch {
-                next.invalidPath = next.invalidPath ?? error
+                next.invalidity = next.invalidity ?? error
             }
             return next
+        }
+
+        /// What the store would refuse, found when the filter is added (the store checks again).
+        private static func check(_ relation: DocumentQuery.Relation, _ value: Value, at field: String) throws(AbrovaSyncError) {
+            switch (relation, value) {
+            case (.isIn, .array(let values)) where (1...DocumentQuery.maximumInValues).contains(values.count):
+                return
+            case (.isIn, _):
+                throw AbrovaSyncError(
+                    .refused, reason: .invalid,
+                    message: "\(field): an \"in\" filter compares with 1 to \(DocumentQuery.maximumInValues) values")
+            case (.less, .array), (.less, .map), (.lessOrEqual, .array), (.lessOrEqual, .map), (.greater, .array), (.greater, .map),
+                (.greaterOrEqual, .array), (.greaterOrEqual, .map):
+                throw AbrovaSyncError(
+                    .refused, reason: .invalid, message: "\(field): a range filter compares with a number, a string or a Boolean")
+            default:
+                return
+            }
         }
 
         /// The query ordered by the field.
@@ -50,7 +71,7 @@ extension AbrovaSync {
             do {
                 next.query = query.order(by: try Self.path(field), descending: descending)
             } catch {
-                next.invalidPath = next.invalidPath ?? error
+                next.invalidity = next.invalidity ?? error
             }
             return next
         }
@@ -69,14 +90,14 @@ extension AbrovaSync {
         ///   invalid path, an `in` of no or too many values, a range over a map or an array);
         ///   `.unreachable` for `.server` when the server cannot be reached.
         public func getDocuments(source: Source = .default) async throws(AbrovaSyncError) -> [DocumentSnapshot] {
-            if let invalidPath { throw invalidPath }
+            if let invalidity { throw invalidity }
             return try await sync.documents(matching: query, source: source)
         }
 
         /// The documents on the device now and after every change to them (a query that cannot
         /// run ends the stream at once).
         public func snapshots() async -> AsyncStream<[DocumentSnapshot]> {
-            guard invalidPath == nil else { return AsyncStream { $0.finish() } }
+            guard invalidity == nil else { return AsyncStream { $0.finish() } }
             let query = query
             return await sync.followingStore { await $0.changes(matching: query) }
         }
