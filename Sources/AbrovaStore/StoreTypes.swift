@@ -126,6 +126,25 @@ public struct DocumentQuery: Hashable, Sendable {
             self.relation = relation
             self.value = value
         }
+
+        /// Refuses a filter that no query can run: an `isIn` of no or more than
+        /// `maximumInValues` values, a range over an array or a map.
+        ///
+        /// - Throws: `StoreError` `.invalidQuery` naming the field.
+        package func checkRunnable() throws(StoreError) {
+            switch (relation, value) {
+            case (.isIn, .array(let values)) where (1...DocumentQuery.maximumInValues).contains(values.count):
+                return
+            case (.isIn, _):
+                throw StoreError(
+                    .invalidQuery, "an \"in\" filter compares with 1 to \(DocumentQuery.maximumInValues) values", field: path.dotted)
+            case (.less, .array), (.less, .map), (.lessOrEqual, .array), (.lessOrEqual, .map), (.greater, .array), (.greater, .map),
+                (.greaterOrEqual, .array), (.greaterOrEqual, .map):
+                throw StoreError(.invalidQuery, "a range filter compares with a number, a string or a Boolean", field: path.dotted)
+            default:
+                return
+            }
+        }
     }
 
     /// The most values an `isIn` filter compares with (Firestore's limit).

@@ -35,34 +35,25 @@ extension AbrovaSync {
             return path
         }
 
+        /// The filter, refused here when no query can run it (the store checks again when it runs).
+        private static func runnable(_ filter: DocumentQuery.Filter) throws(AbrovaSyncError) -> DocumentQuery.Filter {
+            do {
+                try filter.checkRunnable()
+            } catch {
+                throw AbrovaSyncError(error)
+            }
+            return filter
+        }
+
         func filtered(_ field: String, _ relation: DocumentQuery.Relation, _ value: Value) -> Query {
             var next = self
-            do {
-                let path = try Self.path(field)
-                try Self.check(relation, value, at: field)
-                next.query = query.filtered(DocumentQuery.Filter(path: path, relation: relation, value: value))
+            do throws(AbrovaSyncError) {
+                next.query = query.filtered(
+                    try Self.runnable(DocumentQuery.Filter(path: try Self.path(field), relation: relation, value: value)))
             } catch {
                 next.invalidity = next.invalidity ?? error
             }
             return next
-        }
-
-        /// What the store would refuse, found when the filter is added (the store checks again).
-        private static func check(_ relation: DocumentQuery.Relation, _ value: Value, at field: String) throws(AbrovaSyncError) {
-            switch (relation, value) {
-            case (.isIn, .array(let values)) where (1...DocumentQuery.maximumInValues).contains(values.count):
-                return
-            case (.isIn, _):
-                throw AbrovaSyncError(
-                    .refused, reason: .invalid,
-                    message: "\(field): an \"in\" filter compares with 1 to \(DocumentQuery.maximumInValues) values")
-            case (.less, .array), (.less, .map), (.lessOrEqual, .array), (.lessOrEqual, .map), (.greater, .array), (.greater, .map),
-                (.greaterOrEqual, .array), (.greaterOrEqual, .map):
-                throw AbrovaSyncError(
-                    .refused, reason: .invalid, message: "\(field): a range filter compares with a number, a string or a Boolean")
-            default:
-                return
-            }
         }
 
         /// The query ordered by the field.

@@ -71,15 +71,7 @@ import Testing
         let live = try LiveSyncServer(rules: RuleBook(fallback: SwitchableRules()))
         // Batches of one change, each push 200 ms: the two refused writes, composed offline, are
         // sent again one by one ahead of the online write while its call waits.
-        let sync = try AbrovaSync(
-            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-                .serverURL(live.url)
-                .storePath(folder.path("slow.sqlite"))
-                .authToken(LiveSyncServer.token(of: "ana"))
-                .maximumBatchChanges(1)
-                .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(200)) }
-                .build())
-        live.onStop { await sync.close() }
+        let sync = try slowPushingInstance(live, storePath: folder.path("slow.sqlite"), pushDelay: .milliseconds(200))
         let rejections = Locked<[DocumentRejection]>([])
         let stream = sync.documentRejections
         let collecting = Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }

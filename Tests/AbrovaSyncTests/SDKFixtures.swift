@@ -65,6 +65,21 @@ final class CuttableTransport: SyncTransport {
     }
 }
 
+/// Ana's instance on `live`, stored at `path`, sending batches of one change whose pushes each take
+/// `pushDelay`: a run is still sending its queue while the test acts. Closed when `live` stops.
+func slowPushingInstance(_ live: LiveSyncServer, storePath path: String, pushDelay: Duration) throws -> AbrovaSync {
+    let sync = try AbrovaSync(
+        config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
+            .serverURL(live.url)
+            .storePath(path)
+            .authToken(LiveSyncServer.token(of: "ana"))
+            .maximumBatchChanges(1)
+            .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: pushDelay) }
+            .build())
+    live.onStop { await sync.close() }
+    return sync
+}
+
 /// A transport over real HTTP whose pushes and pulls take longer: a run is still going while the
 /// test acts.
 final class SlowTransport: SyncTransport {

@@ -16,15 +16,7 @@ import Testing
     @Test func aRunGoingWhenTheAppDisconnectsSendsNothingWrittenAfter() async throws {
         let live = try LiveSyncServer()
         // Batches of one change, each push 300 ms: the run is still sending when the app disconnects.
-        let sync = try AbrovaSync(
-            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-                .serverURL(live.url)
-                .storePath(folder.path("device.sqlite"))
-                .authToken(LiveSyncServer.token(of: "ana"))
-                .maximumBatchChanges(1)
-                .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(300)) }
-                .build())
-        live.onStop { await sync.close() }
+        let sync = try slowPushingInstance(live, storePath: folder.path("device.sqlite"), pushDelay: .milliseconds(300))
         await sync.forceSyncNow()
         await sync.disconnect()
         for index in 0..<3 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }

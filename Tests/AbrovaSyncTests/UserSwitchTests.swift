@@ -103,15 +103,7 @@ import Testing
         let live = try LiveSyncServer()
         // Batches of one change, each push 300 ms: the run is still sending Ana's queue when the
         // app puts Ben's token in place.
-        let sync = try AbrovaSync(
-            config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
-                .serverURL(live.url)
-                .storePath(folder.path("tablet.sqlite"))
-                .authToken(LiveSyncServer.token(of: "ana"))
-                .maximumBatchChanges(1)
-                .transport { token in SlowTransport(live.makeTransport(as: nil, token: token), pushDelay: .milliseconds(300)) }
-                .build())
-        live.onStop { await sync.close() }
+        let sync = try slowPushingInstance(live, storePath: folder.path("tablet.sqlite"), pushDelay: .milliseconds(300))
         await sync.forceSyncNow()
         await sync.disconnect()
         for index in 0..<4 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
