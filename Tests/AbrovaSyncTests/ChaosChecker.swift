@@ -91,6 +91,14 @@ struct ChaosChecker {
         return writes
     }
 
+    /// The notes whose creating call returned and that no write deletes: `checkWrites` finds any
+    /// of them missing from the server.
+    var notesThatMustBeThere: [String] {
+        let writes = writes
+        let deleted = Set(writes.values.filter { $0.begin.operation == .deleteNote }.map(\.begin.document))
+        return writes.filter { id, write in write.begin.operation == .createNote && write.returned && !deleted.contains(id) }.keys.sorted()
+    }
+
     var counts: Counts {
         let writes = writes.values
         let entries = logs.values.flatMap { $0 }
