@@ -50,6 +50,7 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
                 segmentLength = 0
             } else {
                 if !isAllowedInName(byte) { problem = badName(at: dotted) }
+                if segmentLength == 0, byte == UInt8(ascii: "$") { problem = reservedName(at: dotted) }
                 segmentLength += 1
             }
         }
@@ -79,10 +80,12 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
     }
 
     /// Checks one field name: control characters, quotes, backslashes and semicolons are refused,
-    /// so that no name can be mistaken for markup or SQL wherever it is shown or stored.
+    /// so that no name can be mistaken for markup or SQL wherever it is shown or stored, and so is a
+    /// `$` at its start, which the JSON forms of timestamps and bytes use.
     ///
     /// - Throws: `ValueError` with code `invalidFieldName` naming `path`.
     package static func checkName(_ name: some StringProtocol, at path: String) throws(ValueError) {
+        if name.utf8.first == UInt8(ascii: "$") { throw reservedName(at: path) }
         for byte in name.utf8 where !isAllowedInName(byte) {
             throw badName(at: path)
         }
@@ -93,6 +96,11 @@ public struct FieldPath: Hashable, Comparable, Sendable, Codable, CustomStringCo
         case 0x00..<0x20, 0x7F, UInt8(ascii: "'"), UInt8(ascii: "\""), UInt8(ascii: "`"), UInt8(ascii: ";"), UInt8(ascii: "\\"): false
         default: true
         }
+    }
+
+    /// Names that begin with `$` are the JSON forms' own (`{"$timestamp": …}`).
+    private static func reservedName(at path: String) -> ValueError {
+        ValueError(.invalidFieldName, field: path, detail: "a field name may not begin with $")
     }
 
     private static func badName(at path: String) -> ValueError {

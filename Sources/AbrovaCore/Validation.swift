@@ -12,6 +12,8 @@ extension Value {
         switch self {
         case .double(let double) where !double.isFinite:
             throw ValueError(.notRepresentable, field: path.dotted, detail: "\(double) is not a finite number")
+        case .timestamp(let timestamp) where !timestamp.isStorable:
+            throw ValueError(.notRepresentable, field: path.dotted, detail: "\(timestamp) lies outside the years 0000 to 9999")
         case .array(let elements):
             for element in elements { try element.validate(at: path, depth: depth + 1) }
         case .map(let entries):
@@ -38,7 +40,21 @@ extension Value {
                 .invalidFieldName, field: path.isRoot ? key : path.dotted + "." + key,
                 detail: "a field name is empty or contains \".\"")
         }
-        try FieldPath.checkName(key, at: path.isRoot ? key : path.dotted + "." + key)
+        let field = path.isRoot ? key : path.dotted + "." + key
+        switch key {
+        case Value.timestampKey:
+            throw ValueError(
+                .notRepresentable, field: field,
+                detail:
+                    "{\"$timestamp\": …} holds RFC 3339 text with six digits of fraction and Z, alone in its map (field names may not begin with $)"
+            )
+        case Value.bytesKey:
+            throw ValueError(
+                .notRepresentable, field: field,
+                detail: "{\"$bytes\": …} holds base64 text with its = padding, alone in its map (field names may not begin with $)")
+        default:
+            try FieldPath.checkName(key, at: field)
+        }
         try validate(at: path.appending(key), depth: depth + 1)
     }
 

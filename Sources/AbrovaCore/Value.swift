@@ -8,12 +8,21 @@
 /// `JSONEncoder` writes `1.0` as `1` and its `JSONDecoder` reads `1.0` as an integer, so through
 /// them (`Codable`) an integral double becomes an integer; `canonicalJSON` and `Value(json:)`, which
 /// the store and the wire use, keep the two apart.
+///
+/// A timestamp and bytes are written in JSON as maps of one reserved key,
+/// `{"$timestamp": "2026-12-03T21:00:00.123456Z"}` and `{"$bytes": "<base64>"}`, and read back from
+/// exactly those forms. Field names may not begin with `$`, so no map of the user's reads as one of
+/// them: any other map with such a key is refused when it is written (`validate`).
 public enum Value: Hashable, Sendable {
     case null
     case bool(Bool)
     case int(Int64)
     case double(Double)
     case string(String)
+    /// A point in time, to the microsecond.
+    case timestamp(Timestamp)
+    /// Raw bytes.
+    case bytes([UInt8])
     case array([Value])
     case map([String: Value])
 }
@@ -50,6 +59,18 @@ extension Value {
     /// The Boolean, or `nil` when the value is not one.
     public var boolValue: Bool? {
         if case .bool(let bool) = self { return bool }
+        return nil
+    }
+
+    /// The timestamp, or `nil` when the value is not a timestamp.
+    public var timestampValue: Timestamp? {
+        if case .timestamp(let timestamp) = self { return timestamp }
+        return nil
+    }
+
+    /// The bytes, or `nil` when the value is not bytes.
+    public var bytesValue: [UInt8]? {
+        if case .bytes(let bytes) = self { return bytes }
         return nil
     }
 
@@ -101,6 +122,8 @@ extension Value: CustomStringConvertible {
     public var description: String { canonicalJSON }
 }
 
+/// Through `Codable`, a timestamp and bytes are their JSON maps (`{"$timestamp": …}`), which a
+/// decoded map of that one key becomes again.
 extension Value: Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
@@ -117,7 +140,11 @@ extension Value: Codable {
         } else if let array = try? container.decode([Value].self) {
             self = .array(array)
         } else if let map = try? container.decode([String: Value].self) {
-            self = .map(map)
+            if map.count == 1, let (key, value) = map.first, let tagged = Value.tagged(key: key, value: value) {
+                self = tagged
+            } else {
+                self = .map(map)
+            }
         } else {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a JSON value")
         }
@@ -131,6 +158,7 @@ extension Value: Codable {
         case .int(let int): try container.encode(int)
         case .double(let double): try container.encode(double)
         case .string(let string): try container.encode(string)
+        case .timestamp, .bytes: try container.encode(taggedMap)
         case .array(let array): try container.encode(array)
         case .map(let map): try container.encode(map)
         }

@@ -13,7 +13,7 @@ struct QueryConditions {
         bindings = earlier
         for filter in filters {
             try filter.checkRunnable()
-            sql += " AND " + condition(filter, path: try Self.jsonPathLiteral(filter.path))
+            sql += " AND " + condition(filter, path: try Self.jsonPath(filter.path))
         }
     }
 
@@ -23,23 +23,24 @@ struct QueryConditions {
         return "?\(bindings.count)"
     }
 
+    /// The condition of one filter on the field at the JSON path `path`.
     private mutating func condition(_ filter: DocumentQuery.Filter, path: String) -> String {
-        let type = "json_type(view, \(path))"
-        let field = "json_extract(view, \(path))"
+        let type = "json_type(view, '\(path)')"
+        let field = "json_extract(view, '\(path)')"
         switch filter.relation {
         case .equal:
             return equality(kind: Self.kind(of: type), field: field, filter.value)
         case .notEqual:
             return "\(type) IS NOT NULL AND \(type) <> 'null' AND NOT (\(equality(kind: Self.kind(of: type), field: field, filter.value)))"
         case .less, .lessOrEqual, .greater, .greaterOrEqual:
-            return range(filter, type: type, field: field)
+            return range(filter, type: type, field: field, path: path)
         case .isIn:
             guard case .array(let values) = filter.value else { return "0" } // refused by checkRunnable
             let kind = Self.kind(of: type)
             return "(" + values.map { equality(kind: kind, field: field, $0) }.joined(separator: " OR ") + ")"
         case .arrayContains:
             let element = equality(kind: Self.kind(of: "element.type"), field: "element.value", filter.value)
-            return "\(type) = 'array' AND EXISTS (SELECT 1 FROM json_each(view, \(path)) AS element WHERE \(element))"
+            return "\(type) = 'array' AND EXISTS (SELECT 1 FROM json_each(view, '\(path)') AS element WHERE \(element))"
         }
     }
 
@@ -48,7 +49,7 @@ struct QueryConditions {
         "\(kind) = \(bind(.text(Self.kindName(value)))) AND \(field) IS json_extract(\(bind(.text(value.canonicalJSON))), '$')"
     }
 
-    private mutating func range(_ filter: DocumentQuery.Filter, type: String, field: String) -> String {
+    private mutating func range(_ filter: DocumentQuery.Filter, type: String, field: String, path: String) -> String {
         let comparison =
             switch filter.relation {
             case .less: "<"
@@ -68,7 +69,16 @@ struct QueryConditions {
         case .null:
             // Only null is of null's kind, and it equals itself.
             return "\(type) = 'null'" + (comparison.hasSuffix("=") ? "" : " AND 0")
-        case .array, .map:
+        case .timestamp(let timestamp) where timestamp.isStorable:
+            // The RFC 3339 text has a fixed width, so text order is time order.
+            var text: [UInt8] = []
+            timestamp.writeRFC3339(to: &text)
+            let instantPath = "'\(path).\"\(Value.timestampKey)\"'"
+            return "json_type(view, \(instantPath)) = 'text' AND json_extract(view, \(instantPath)) \(comparison) "
+                + bind(.text(String(decoding: text, as: UTF8.self)))
+        case .timestamp:
+            return "0" // no stored timestamp lies outside the storable years
+        case .array, .map, .bytes:
             return "0" // refused by checkRunnable
         }
     }
@@ -85,7 +95,7 @@ struct QueryConditions {
         case .int, .double: "number"
         case .string: "text"
         case .array: "array"
-        case .map: "object"
+        case .map, .timestamp, .bytes: "object"
         }
     }
 

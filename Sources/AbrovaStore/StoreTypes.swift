@@ -138,9 +138,11 @@ public struct DocumentQuery: Hashable, Sendable {
             case (.isIn, _):
                 throw StoreError(
                     .invalidQuery, "an \"in\" filter compares with 1 to \(DocumentQuery.maximumInValues) values", field: path.dotted)
-            case (.less, .array), (.less, .map), (.lessOrEqual, .array), (.lessOrEqual, .map), (.greater, .array), (.greater, .map),
-                (.greaterOrEqual, .array), (.greaterOrEqual, .map):
-                throw StoreError(.invalidQuery, "a range filter compares with a number, a string or a Boolean", field: path.dotted)
+            case (.less, .array), (.less, .map), (.less, .bytes), (.lessOrEqual, .array), (.lessOrEqual, .map), (.lessOrEqual, .bytes),
+                (.greater, .array), (.greater, .map), (.greater, .bytes), (.greaterOrEqual, .array), (.greaterOrEqual, .map),
+                (.greaterOrEqual, .bytes):
+                throw StoreError(
+                    .invalidQuery, "a range filter compares with a number, a string, a Boolean or a timestamp", field: path.dotted)
             default:
                 return
             }

@@ -8,6 +8,7 @@ import AbrovaStore
 @_exported import struct AbrovaCore.DocumentKey
 @_exported import struct AbrovaCore.FieldPath
 @_exported import struct AbrovaCore.Refusal
+@_exported import struct AbrovaCore.Timestamp
 @_exported import enum AbrovaCore.Value
 @_exported import struct AbrovaCore.ValueError
 @_exported import enum AbrovaCore.ValueLimits
@@ -25,6 +26,7 @@ extension AbrovaSync {
     public typealias DocumentKey = AbrovaCore.DocumentKey
     public typealias FieldPath = AbrovaCore.FieldPath
     public typealias Refusal = AbrovaCore.Refusal
+    public typealias Timestamp = AbrovaCore.Timestamp
     public typealias Value = AbrovaCore.Value
     public typealias ValueError = AbrovaCore.ValueError
     public typealias ValueLimits = AbrovaCore.ValueLimits

@@ -1,9 +1,11 @@
 import AbrovaCore
+import Foundation
 
 extension AbrovaSync {
     /// A Swift value an app writes as a field with `setData` or `add(data:)`: `String`, `Int`
-    /// (and its sized kinds), `Double`, `Float`, `Bool`, `Value`, and arrays, `[String: …]`
-    /// dictionaries and optionals (`nil` is `null`) of them.
+    /// (and its sized kinds), `Double`, `Float`, `Bool`, `Date` (a timestamp), `Data` (bytes),
+    /// `Timestamp`, `Value`, and arrays, `[String: …]` dictionaries and optionals (`nil` is `null`)
+    /// of them.
     ///
     ///     try await cart.setData(["owner": name, "total": total, "tags": tags])
     public protocol ValueConvertible: FieldValueConvertible {
@@ -126,6 +128,37 @@ extension Double: AbrovaSync.ValueConvertible {
 
 extension Float: AbrovaSync.ValueConvertible {
     public var documentValue: Value { .double(Double(self)) }
+}
+
+extension Date: AbrovaSync.ValueConvertible {
+    /// A timestamp, to the nearest microsecond.
+    public var documentValue: Value { .timestamp(Timestamp(self)) }
+}
+
+extension Timestamp: AbrovaSync.ValueConvertible {
+    public var documentValue: Value { .timestamp(self) }
+}
+
+extension Data: AbrovaSync.ValueConvertible {
+    public var documentValue: Value { .bytes([UInt8](self)) }
+}
+
+extension Timestamp {
+    /// The date's timestamp, to the nearest microsecond.
+    public init(_ date: Date) {
+        self.init(secondsSince1970: date.timeIntervalSince1970)
+    }
+
+    /// The timestamp as a `Date`.
+    public var dateValue: Date { Date(timeIntervalSince1970: secondsSince1970) }
+}
+
+extension Value {
+    /// The timestamp as a `Date`, or `nil` when the value is not a timestamp.
+    public var dateValue: Date? { timestampValue?.dateValue }
+
+    /// The bytes as `Data`, or `nil` when the value is not bytes.
+    public var dataValue: Data? { bytesValue.map { Data($0) } }
 }
 
 extension Array: AbrovaSync.FieldValueConvertible where Element: AbrovaSync.ValueConvertible {}

@@ -232,9 +232,43 @@ extension DocumentSnapshot {
     }
 }
 
+/// Writes `Date` and `Data` as the JSON forms of timestamps and bytes, which `Value(json:)` reads.
+private var documentEncoder: JSONEncoder {
+    let encoder = JSONEncoder()
+    encoder.dateEncodingStrategy = .custom { date, encoder in
+        var container = encoder.singleValueContainer()
+        try container.encode(Value.timestamp(Timestamp(date)))
+    }
+    encoder.dataEncodingStrategy = .custom { data, encoder in
+        var container = encoder.singleValueContainer()
+        try container.encode(Value.bytes([UInt8](data)))
+    }
+    return encoder
+}
+
+/// Reads a `Date` from a timestamp and `Data` from bytes, and nothing else.
+private var documentDecoder: JSONDecoder {
+    let decoder = JSONDecoder()
+    decoder.dateDecodingStrategy = .custom { decoder in
+        let container = try decoder.singleValueContainer()
+        guard let date = try container.decode(Value.self).dateValue else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "a Date is read from a timestamp")
+        }
+        return date
+    }
+    decoder.dataDecodingStrategy = .custom { decoder in
+        let container = try decoder.singleValueContainer()
+        guard let data = try container.decode(Value.self).dataValue else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "Data is read from bytes")
+        }
+        return data
+    }
+    return decoder
+}
+
 private func encodeDocument(_ value: some Encodable) throws(AbrovaSyncError) -> [String: Value] {
     do {
-        let json = try JSONEncoder().encode(value)
+        let json = try documentEncoder.encode(value)
         guard case .map(let fields) = try Value(json: Array(json)) else {
             throw AbrovaSyncError(.refused, reason: .invalid, message: "a document must encode as a JSON object")
         }
@@ -248,7 +282,7 @@ private func encodeDocument(_ value: some Encodable) throws(AbrovaSyncError) -> 
 
 private func decodeDocument<T: Decodable>(_ type: T.Type, from data: Value) throws(AbrovaSyncError) -> T {
     do {
-        return try JSONDecoder().decode(type, from: Data(data.canonicalJSON.utf8))
+        return try documentDecoder.decode(type, from: Data(data.canonicalJSON.utf8))
     } catch {
         throw AbrovaSyncError(.refused, reason: .invalid, message: "the document does not decode as \(type): \(error)")
     }

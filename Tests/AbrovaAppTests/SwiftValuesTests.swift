@@ -53,6 +53,71 @@ import Testing
         await tablet.close()
     }
 
+    struct Receipt: Codable, Equatable {
+        var total: Double
+        var paidAt: Date
+        var signature: Data
+        var refundedAt: Date?
+    }
+
+    /// `Date` and `Data` are stored as timestamps and bytes (not strings or numbers), from
+    /// dictionaries and from `Codable` types, read back as `Date` and `Data` on another device, and
+    /// compared as times by queries.
+    @Test func datesAndDataRoundTripAsTimestampsAndBytes() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let tablet = try server.device("tablet")
+        // Whole milliseconds survive exactly; the SDK keeps microseconds.
+        let when = Date(timeIntervalSince1970: 1_764_795_600.125)
+        let blob = Data([0, 1, 2, 0xFF])
+        let dates = [when, when.addingTimeInterval(60)]
+        let orders = phone.collection("orders")
+        try await orders.document("o1").setData(["when": when, "blob": blob, "dates": dates, "sizes": ["small": Data([1])]])
+        try await orders.document("o2").setData(["when": when.addingTimeInterval(-3600)])
+        try await orders.document("o1").updateData(["shipped": when.addingTimeInterval(86_400), "log": .arrayUnion([blob])])
+        let receipt = Receipt(total: 9.5, paidAt: when, signature: Data("signed".utf8), refundedAt: nil)
+        try await orders.document("r1").setData(from: receipt)
+
+        let snapshot = try await tablet.collection("orders").document("o1").getDocument(source: .server)
+        #expect(snapshot.get("when")?.dateValue == when)
+        #expect(snapshot.get("when")?.timestampValue == Timestamp(microsecondsSince1970: 1_764_795_600_125_000))
+        #expect(snapshot.get("when")?.stringValue == nil && snapshot.get("when")?.doubleValue == nil)
+        #expect(snapshot.get("blob")?.dataValue == blob)
+        #expect(snapshot.get("dates")?.arrayValue?.compactMap(\.dateValue) == dates)
+        #expect(snapshot.get("sizes.small")?.dataValue == Data([1]))
+        #expect(snapshot.get("shipped")?.dateValue == when.addingTimeInterval(86_400))
+        #expect(snapshot.get("log")?.arrayValue?.compactMap(\.dataValue) == [blob])
+
+        let stored = try await tablet.collection("orders").document("r1").getDocument(source: .server)
+        #expect(stored.get("paidAt")?.dateValue == when, "a Date field is a timestamp")
+        #expect(stored.get("signature")?.dataValue == Data("signed".utf8), "a Data field is bytes")
+        #expect(try stored.data(as: Receipt.self) == receipt)
+
+        let recent = try await tablet.collection("orders").whereField("when", isGreaterThan: when.addingTimeInterval(-60)).getDocuments()
+        #expect(recent.map(\.documentID) == ["o1"])
+        let ordered = try await tablet.collection("orders").whereField("when", isLessThanOrEqualTo: when).order(by: "when").getDocuments()
+        #expect(ordered.map(\.documentID) == ["o2", "o1"])
+        #expect(try await tablet.collection("orders").whereField("blob", isEqualTo: blob).getDocuments().map(\.documentID) == ["o1"])
+        await #expect(throws: AbrovaSyncError.self, "a range over bytes cannot run") {
+            try await tablet.collection("orders").whereField("blob", isLessThan: blob).getDocuments(source: .cache)
+        }
+        await phone.close()
+        await tablet.close()
+    }
+
+    /// A date no timestamp can hold, and a map key the JSON forms reserve, are refused with words.
+    @Test func datesOutOfRangeAndDollarNamesAreRefused() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let doc = phone.collection("orders").document("bad")
+        let farFuture = Date(timeIntervalSince1970: 400_000_000_000)
+        let error = await #expect(throws: AbrovaSyncError.self) { try await doc.setData(["when": farFuture]) }
+        #expect(error?.reason == .invalid && error?.message.contains("0000 to 9999") == true, "\(String(describing: error))")
+        await #expect(throws: AbrovaSyncError.self) { try await doc.setData(["price": ["$timestamp": "2026-01-01T00:00:00.000000Z"]]) }
+        #expect(try await doc.getDocument(source: .cache).exists == false)
+        await phone.close()
+    }
+
     /// What already compiled still does, beside Swift values: the SDK's `Value` cases and the
     /// `FieldValue` sentinels, spelled as the README and the seed spell them.
     @Test func valuesAndSentinelsStillWriteAsBefore() async throws {

@@ -41,14 +41,16 @@ enum Operation: CustomStringConvertible {
 enum Generate {
     static let registerPaths: [FieldPath] = ["a", "b", "c", "a.x", "a.y", "a.x.z", "b.w"].map { try! FieldPath($0) }
     static let setPaths: [FieldPath] = ["s", "t", "b"].map { try! FieldPath($0) }
-    static let elements: [Value] = ["milk", "eggs", "bread", 1, 2.5]
+    static let elements: [Value] = ["milk", "eggs", "bread", 1, 2.5, .timestamp(Timestamp(microsecondsSince1970: 7)), .bytes([1])]
 
     static func value(_ choices: inout Choices) -> Value {
-        switch choices.below(8) {
+        switch choices.below(10) {
         case 0, 1, 2: .int(Int64(choices.below(3)))
         case 3, 4: .string(choices.element(of: ["x", "y", "z"]))
         case 5: .bool(choices.below(2) == 1)
         case 6: .map(["k": .int(Int64(choices.below(2)))])
+        case 7: .timestamp(Timestamp(microsecondsSince1970: Int64(choices.below(3)) * 1_500_000))
+        case 8: .bytes([UInt8(choices.below(3))])
         default: .array([.int(Int64(choices.below(2)))])
         }
     }

@@ -552,6 +552,8 @@ import Testing
     @Test(arguments: [
         #"{"a":1,"a":2}"#, #"{"caf\u00e9":1,"cafe\u0301":2}"#, #"{"a":{"b":[1,{"c":"\ud800"}]}}"#, #""\u00e9x""#,
         #"[1e999]"#, "\"\u{01}\"", #"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"a":10}"#, #"[01]"#, #""é""#,
+        #"{"$timestamp":5}"#, #"{"$bytes":"AA=="}"#, #"{"$bytes":"AB=="}"#, #"{"$x":1}"#, #"{"a":1,"$bytes":"AA=="}"#,
+        #"{"$timestamp":"2024-02-29T00:00:00.000000Z"}"#, #"{"$timestamp":"2023-02-29T00:00:00.000000Z"}"#,
     ])
     func edgeCasesAgree(text: String) {
         let bytes = Array(text.utf8)

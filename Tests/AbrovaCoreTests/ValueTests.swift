@@ -140,7 +140,7 @@ import Testing
             let nested = error { _ = try DocumentDelta.create(["address": [bad: 1]], base: .zero) }
             #expect(nested?.code == .invalidFieldName && nested?.field == "address.\(bad)", "\(bad)")
         }
-        for good in ["first name", "Content-Type", "ünïcode", "$price", "a-b_c"] {
+        for good in ["first name", "Content-Type", "ünïcode", "price$", "a-b_c"] {
             #expect(error { _ = try FieldPath(good) } == nil, "\(good)")
         }
     }

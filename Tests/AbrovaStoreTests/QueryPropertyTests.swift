@@ -9,12 +9,12 @@ import Testing
 /// Every filter relation, run in SQLite over documents confirmed and written on the device, finds
 /// exactly the documents a plain model of Spec/storage.md's rules finds: numbers compare as numbers,
 /// any other value only with a field of its kind, `notEqual` needs a field that is there and not
-/// null, a range over an array or a map is refused.
+/// null, timestamps compare as times, a range over an array, a map or bytes is refused.
 @Suite struct QueryPropertyTests {
     /// A field's value, or `nil` for a document without it. Strings are ASCII (SQLite compares
     /// UTF-8 bytes; the model compares the same).
     static func value(_ choices: inout Choices, allowMissing: Bool) -> Value? {
-        switch choices.below(allowMissing ? 9 : 8) {
+        switch choices.below(allowMissing ? 11 : 10) {
         case 0: return .null
         case 1: return .bool(choices.chance(oneIn: 2))
         case 2, 3: return .int(Int64(choices.int(in: -3...3)))
@@ -24,6 +24,12 @@ import Testing
             return choices.chance(oneIn: 2)
                 ? .array((0..<choices.below(4)).map { _ in choices.chance(oneIn: 2) ? .int(Int64(choices.int(in: 0...2))) : "a" })
                 : .map(["x": .int(Int64(choices.int(in: 0...1)))])
+        case 8:
+            // Either side of the epoch and of a year 0000 / 9999 boundary, as text and time agree.
+            return .timestamp(
+                Timestamp(
+                    microsecondsSince1970: choices.element(of: [-62_167_219_200_000_000, -1, 0, 1, 1_000_000, 253_402_300_799_999_999])))
+        case 9: return .bytes(choices.element(of: [[], [0], [0xFF], [1, 2], [0xFB, 0xFF]]))
         default: return nil
         }
     }
@@ -60,7 +66,8 @@ import Testing
                 }
             func compared<T: Comparable>(_ left: T, _ right: T) -> Int { left < right ? -1 : left == right ? 0 : 1 }
             switch (field, value) {
-            case (_, .array), (_, .map): return nil
+            case (_, .array), (_, .map), (_, .bytes): return nil
+            case (.timestamp(let left)?, .timestamp(let right)): return order(compared(left, right))
             case (let field?, _) where number(field) != nil && number(value) != nil:
                 return order(compared(number(field)!, number(value)!))
             case (.string(let left)?, .string(let right)):

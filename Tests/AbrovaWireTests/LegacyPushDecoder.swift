@@ -251,7 +251,14 @@ struct LegacyJSONParser {
                 skipWhitespace()
                 guard index < bytes.count else { throw malformed("unexpected end") }
                 if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                if bytes[index] == UInt8(ascii: "}") { index += 1; return .map(entries) }
+                if bytes[index] == UInt8(ascii: "}") {
+                    index += 1
+                    // The JSON forms of timestamps and bytes, which came after this parser.
+                    if entries.count == 1, let (key, value) = entries.first, let tagged = Value.tagged(key: key, value: value) {
+                        return tagged
+                    }
+                    return .map(entries)
+                }
                 throw malformed("expected , or }")
             }
         default:

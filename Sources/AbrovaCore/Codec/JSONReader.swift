@@ -176,8 +176,15 @@ package struct JSONReader {
         case UInt8(ascii: "{"):
             _ = try beginObject()
             var entries: [String: Value] = [:]
+            var hasReservedKey = false
             while let key = try nextKey() {
+                if key.utf8.first == UInt8(ascii: "$") { hasReservedKey = true }
                 guard entries.updateValue(try readValue(), forKey: key) == nil else { throw makeDuplicateKeyError() }
+            }
+            // Exactly `{"$timestamp": text}` or `{"$bytes": text}`; any other map with a `$` key
+            // stays a map, which validation refuses naming the field.
+            if hasReservedKey, entries.count == 1, let (key, value) = entries.first, let tagged = Value.tagged(key: key, value: value) {
+                return tagged
             }
             return .map(entries)
         default:

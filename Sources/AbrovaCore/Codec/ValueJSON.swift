@@ -23,6 +23,21 @@ extension Value {
             // -0.0 == 0.0 for Value's equality, so both encode alike.
             bytes.append(contentsOf: (double == 0 ? "0.0" : double.description).utf8)
         case .string(let string): Self.writeJSONString(string, to: &bytes)
+        case .timestamp(let timestamp):
+            bytes.append(contentsOf: #"{"$timestamp":"#.utf8)
+            if timestamp.isStorable {
+                bytes.append(UInt8(ascii: "\""))
+                timestamp.writeRFC3339(to: &bytes)
+                bytes.append(UInt8(ascii: "\""))
+            } else {
+                // Refused by validation before it is stored or sent; written so that it reads as no timestamp.
+                Self.writeDecimal(timestamp.microsecondsSince1970, to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        case .bytes(let data):
+            bytes.append(contentsOf: #"{"$bytes":""#.utf8)
+            Base64.encode(data, to: &bytes)
+            bytes.append(contentsOf: #""}"#.utf8)
         case .array(let elements):
             bytes.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
@@ -39,6 +54,38 @@ extension Value {
                 entry.value.writeCanonicalJSON(to: &bytes)
             }
             bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// The reserved key of a timestamp's JSON form, `{"$timestamp": "2026-12-03T21:00:00.123456Z"}`.
+    package static let timestampKey = "$timestamp"
+    /// The reserved key of bytes' JSON form, `{"$bytes": "<base64>"}`.
+    package static let bytesKey = "$bytes"
+
+    /// A timestamp's or bytes' JSON form as a map of strings (what `Codable` writes).
+    var taggedMap: [String: String] {
+        switch self {
+        case .timestamp(let timestamp):
+            var text: [UInt8] = []
+            timestamp.writeRFC3339(to: &text)
+            return [Self.timestampKey: String(decoding: text, as: UTF8.self)]
+        case .bytes(let data):
+            var text: [UInt8] = []
+            Base64.encode(data, to: &text)
+            return [Self.bytesKey: String(decoding: text, as: UTF8.self)]
+        default:
+            return [:]
+        }
+    }
+
+    /// The timestamp or bytes that the JSON map `{key: value}` stands for: `nil` unless it is
+    /// exactly `{"$timestamp": "<RFC 3339, six fraction digits, Z>"}` or `{"$bytes": "<padded base64>"}`.
+    package static func tagged(key: String, value: Value) -> Value? {
+        guard case .string(let text) = value else { return nil }
+        switch key {
+        case timestampKey: return Timestamp(rfc3339: text.utf8).map(Value.timestamp)
+        case bytesKey: return Base64.decode(text.utf8).map(Value.bytes)
+        default: return nil
         }
     }
 
@@ -71,6 +118,8 @@ extension Value {
         case .int(let int): Self.decimalDigits(int)
         case .double(let double): double == 0 ? 3 : double.description.utf8.count
         case .string(let string): Self.jsonStringByteCount(string)
+        case .timestamp(let timestamp): 14 + (timestamp.isStorable ? 29 : Self.decimalDigits(timestamp.microsecondsSince1970)) + 1
+        case .bytes(let data): 13 + Base64.encodedCount(data.count)
         case .array(let elements): 2 + elements.reduce(0) { $0 + $1.canonicalByteCount } + max(elements.count - 1, 0)
         case .map(let entries):
             2 + entries.reduce(0) { $0 + Self.jsonStringByteCount($1.key) + 1 + $1.value.canonicalByteCount }
