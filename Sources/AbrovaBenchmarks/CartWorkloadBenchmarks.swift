@@ -266,15 +266,15 @@ struct CartWorkloadBenchmarks {
             let first = try device("device-1")
             let second = try device("device-2")
             // Device 1 creates the empty carts; device 2 pulls them. Then both go offline.
-            await first.forceSyncNow()
-            await second.forceSyncNow()
+            await first.syncNow()
+            await second.syncNow()
             await first.disconnect()
             for cart in 0..<Self.carts {
                 try await first.collection("carts").document(Self.cartID(cart)).setData(["owner": .string(Self.user)])
             }
             await first.reconnect()
-            await first.forceSyncNow()
-            await second.forceSyncNow()
+            await first.syncNow()
+            await second.syncNow()
             await first.disconnect()
             await second.disconnect()
 
@@ -322,7 +322,7 @@ struct CartWorkloadBenchmarks {
         let before = proxy.forwardedBytes
         let start = ContinuousClock.now
         let processorBefore = processorSeconds()
-        await device.forceSyncNow()
+        await device.syncNow()
         let processor = processorSeconds() - processorBefore
         let time = ContinuousClock.now - start
         return (time, processor, await settledBytes(proxy, since: before))
@@ -382,9 +382,9 @@ struct CartWorkloadBenchmarks {
         }
         await first.reconnect()
         await second.reconnect()
-        await first.forceSyncNow()
-        await second.forceSyncNow()
-        await first.forceSyncNow()
+        await first.syncNow()
+        await second.syncNow()
+        await first.syncNow()
         let onFirst = try await Self.carts(on: first)
         let onSecond = try await Self.carts(on: second)
         let isCorrect = onFirst == onSecond && onFirst == expected

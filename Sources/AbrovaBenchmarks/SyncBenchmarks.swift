@@ -524,7 +524,7 @@ enum InitialSyncDevice {
                 }
                 return (reports, pulled)
             }
-            await sync.forceSyncNow()
+            await sync.syncNow()
             let elapsed = clock.now - start
             let state = sync.syncState
             let lastError = await sync.lastError

@@ -115,7 +115,7 @@ func resolve(_ info: ConflictInfo, by name: String) -> ConflictResolution {
 func syncUntilQuiet(_ sync: AbrovaSync, within seconds: Double) async -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
     while ContinuousClock.now < deadline {
-        await sync.forceSyncNow()
+        await sync.syncNow()
         if await sync.pendingCount == 0, sync.syncState == .idle { return true }
         try? await Task.sleep(for: .milliseconds(50))
     }
@@ -155,7 +155,7 @@ func drive(_ sync: AbrovaSync) async throws {
                 say("error \(error.statusCode ?? 0)")
             }
         case "sync":
-            await sync.forceSyncNow()
+            await sync.syncNow()
             say("ok \(await sync.pendingCount)")
         case "disconnect":
             await sync.disconnect()

@@ -33,7 +33,7 @@ struct Writer {
         let deadline = ContinuousClock.now + .seconds(60)
         while try await !hasSharedDocuments() {
             guard ContinuousClock.now < deadline else { throw ClientFailure("the shared documents never came") }
-            await sync.forceSyncNow()
+            await sync.syncNow()
             try await Task.sleep(for: .milliseconds(50))
         }
         notes = try await sync.collection(ChaosWorkload.notes).getDocuments()
@@ -73,7 +73,7 @@ struct Writer {
                 offlineFor = choices.int(in: 3...20)
                 await sync.disconnect()
             }
-            if choices.chance(oneIn: 20) { await sync.forceSyncNow() }
+            if choices.chance(oneIn: 20) { await sync.syncNow() }
             try await Task.sleep(for: .milliseconds(choices.int(in: 2...30)))
             withExtendedLifetime(listener) {}
         }

@@ -142,7 +142,7 @@ public enum ShoppingCartDemo {
         try await phoneCart.setData(["qty": ["milk": 1, "bread": 1]])
         try await phoneCart.updateData(["items": .arrayUnion(["milk", "bread"])])
         output("   Ben's laptop syncs:")
-        await laptop.sync.forceSyncNow()
+        await laptop.sync.syncNow()
         output("   Ben's laptop sees \(describe(try await laptop.cart(cart).map(Value.map)))")
 
         output("")
@@ -180,7 +180,7 @@ public enum ShoppingCartDemo {
         await laptop.sync.reconnect()
         try await laptop.waitForSync(after: laptopRuns, within: waitLimit)
         output("   Ana's phone syncs to pull Ben's changes:")
-        await phone.sync.forceSyncNow()
+        await phone.sync.syncNow()
 
         let coupon = try await laptop.sync.collection("coupons").document("freeship").getDocument(source: .cache)
         var summary = ShoppingCartDemoSummary(

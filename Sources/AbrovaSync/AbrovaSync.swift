@@ -253,16 +253,18 @@ public final class AbrovaSync: Sendable {
 
     // MARK: Sync
 
-    /// Sends queued writes and pulls what changed now, sharing a run that is starting; returns
-    /// when it is done (or the server cannot be reached).
-    public func forceSyncNow() async {
-        await engine.sync()
-    }
-
-    /// Sends queued writes now, without waiting (the seed's call form).
+    /// Sends queued writes and pulls what changed now, without waiting (the seed's call, which
+    /// compiles without `await` in async code too); `syncNow()` is the same run, awaited.
     public func forceSyncNow() {
         let engine = engine
         Task { await engine.sync() }
+    }
+
+    /// Sends queued writes and pulls what changed now, sharing a run that is starting; returns
+    /// when it is done (or the server cannot be reached).
+    public func syncNow() async {
+        await engine.sync()
+        await events.delivered()
     }
 
     /// Goes offline on purpose: writes are queued and reads come from the device until

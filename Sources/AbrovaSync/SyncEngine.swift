@@ -78,15 +78,16 @@ extension AbrovaSync {
     /// The seed's name for the listener protocol, `SyncEngine.SyncListener`: what apps see of the
     /// engine, which is the SDK's own (`SyncRunner`).
     public enum SyncEngine {
-        /// Hears of sync events; every method has a default that does nothing, so an app implements
-        /// only what it needs. Listeners are held weakly: keep a reference.
+        /// Hears of sync events, on the main actor (a `@MainActor` class may be one and set its
+        /// properties in its methods); every method has a default that does nothing, so an app
+        /// implements only what it needs. Listeners are held weakly: keep a reference.
         public protocol SyncListener: AnyObject, Sendable {
-            func onSyncStarted()
-            func onSyncCompleted(syncedCount: Int)
-            func onSyncFailed(error: Error)
-            func onConflictDetected(conflict: ConflictInfo)
-            func onDocumentSynced(documentId: String, operation: OperationType)
-            func onDocumentRejected(documentId: String, operation: OperationType, error: Error)
+            @MainActor func onSyncStarted()
+            @MainActor func onSyncCompleted(syncedCount: Int)
+            @MainActor func onSyncFailed(error: Error)
+            @MainActor func onConflictDetected(conflict: ConflictInfo)
+            @MainActor func onDocumentSynced(documentId: String, operation: OperationType)
+            @MainActor func onDocumentRejected(documentId: String, operation: OperationType, error: Error)
         }
     }
 }

@@ -33,30 +33,42 @@ extension AbrovaSync {
 // MARK: Callbacks
 
 // Every setter is synchronous: it only stores what it is given, and the seed's sample calls
-// `addSyncListener(_:)` without `await`, from code that need not be async.
+// `addSyncListener(_:)` without `await`, from code that need not be async. Callbacks are called on
+// the main actor, so a `@MainActor` view model may set its properties in them.
 
 extension AbrovaSync {
     /// Sets the one sync-state callback (a second call replaces the first).
-    public func onSyncState(_ callback: @escaping @Sendable (SyncState) -> Void) {
+    public func onSyncState(_ callback: @escaping @MainActor @Sendable (SyncState) -> Void) {
         events.updateCallbacks { $0.onSyncState = callback }
     }
     /// Sets the one pending-count callback (a second call replaces the first).
-    public func onPendingCount(_ callback: @escaping @Sendable (Int) -> Void) {
+    public func onPendingCount(_ callback: @escaping @MainActor @Sendable (Int) -> Void) {
         events.updateCallbacks { $0.onPendingCount = callback }
     }
     /// Sets the one rejection callback (a second call replaces the first).
-    public func onDocumentRejected(_ callback: @escaping @Sendable (String, OperationType, AbrovaSyncError) -> Void) {
+    public func onDocumentRejected(_ callback: @escaping @MainActor @Sendable (String, OperationType, AbrovaSyncError) -> Void) {
         events.updateCallbacks { $0.onDocumentRejected = callback }
     }
 }
 
 /// The seed's one-callback setters' callbacks, one each.
 struct SyncCallbacks: Sendable {
-    var onSyncState: (@Sendable (SyncState) -> Void)?
-    var onPendingCount: (@Sendable (Int) -> Void)?
-    var onDocumentRejected: (@Sendable (String, OperationType, AbrovaSyncError) -> Void)?
+    var onSyncState: (@MainActor @Sendable (SyncState) -> Void)?
+    var onPendingCount: (@MainActor @Sendable (Int) -> Void)?
+    var onDocumentRejected: (@MainActor @Sendable (String, OperationType, AbrovaSyncError) -> Void)?
+
+    /// Whether a callback set hears `event`.
+    func hears(_ event: SyncEvent) -> Bool {
+        switch event {
+        case .syncState: onSyncState != nil
+        case .pendingCount: onPendingCount != nil
+        case .documentRejected: onDocumentRejected != nil
+        default: false
+        }
+    }
 
     /// Calls the callback that hears `event`, if one is set.
+    @MainActor
     func call(with event: SyncEvent) {
         switch event {
         case .syncState(let state): onSyncState?(state)
@@ -78,6 +90,7 @@ extension AbrovaSync {
 
 extension SyncEngine.SyncListener {
     /// Calls the method that hears `event`, if there is one.
+    @MainActor
     func hear(_ event: SyncEvent) {
         switch event {
         case .syncStarted: onSyncStarted()

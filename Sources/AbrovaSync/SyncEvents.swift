@@ -7,8 +7,9 @@ import Synchronization
 /// which say what each of them hears, are in `SyncEventAdapters.swift`.
 ///
 /// The instance keeps one hub when it switches users (a new engine on another store), so a screen
-/// subscribed once goes on hearing. Callbacks and listeners are called in the emitter's context
-/// (the engine, for most events), outside the lock, so they may call the SDK.
+/// subscribed once goes on hearing. Streams are fed in the emitter's context; callbacks and
+/// listeners are called on the main actor, in the order of the events (`MainActorDeliveries`),
+/// and `delivered()` waits for them.
 final class SyncEvents: Sendable {
     private struct Subscriber: Sendable {
         let yield: @Sendable (SyncEvent) -> Void
@@ -31,6 +32,7 @@ final class SyncEvents: Sendable {
     }
 
     private let state = Mutex(State())
+    private let mainActor = MainActorDeliveries()
 
     /// The latest sync state.
     var syncState: SyncState { state.withLock { $0.latest.syncState } }
@@ -48,9 +50,15 @@ final class SyncEvents: Sendable {
         }
         guard let audience else { return }
         for subscriber in audience.subscribers { subscriber.yield(event) }
-        audience.callbacks.call(with: event)
-        for listener in audience.listeners { listener.hear(event) }
+        guard audience.callbacks.hears(event) || !audience.listeners.isEmpty else { return }
+        mainActor.enqueue {
+            audience.callbacks.call(with: event)
+            for listener in audience.listeners { listener.hear(event) }
+        }
     }
+
+    /// Returns once the callbacks and listeners have heard every event emitted before the call.
+    func delivered() async { await mainActor.drained() }
 
     /// A stream of what `select` takes from the latest states (so a state's stream begins with its
     /// value now) and then from every event emitted; it ends with `finish()` or when its consumer
@@ -93,6 +101,7 @@ final class SyncEvents: Sendable {
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers { subscriber.finish() }
+        mainActor.finish()
     }
 }
 

@@ -108,7 +108,7 @@ public final class FaultProxy: Sendable {
     /// Bytes forwarded so far, both ways (duplicated requests count once, as the client sent them).
     ///
     ///     let before = proxy.forwardedBytes
-    ///     await device.forceSyncNow()
+    ///     await device.syncNow()
     ///     print(proxy.forwardedBytes.since(before).total)
     public var forwardedBytes: ForwardedBytes { state.withLock { $0.forwarded } }
 

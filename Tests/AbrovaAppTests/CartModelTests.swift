@@ -24,11 +24,11 @@ import Testing
         #expect(await eventually { onPhone.lines == [.init(item: "eggs", quantity: 1), .init(item: "milk", quantity: 2)] })
 
         try await onTablet.start()
-        await tablet.forceSyncNow() as Void
+        await tablet.syncNow() as Void
         #expect(await eventually { onTablet.lines.map(\.item) == ["eggs", "milk"] })
         try await onTablet.setQuantity(0, of: "eggs")
         try await onTablet.setQuantity(5, of: "milk")
-        await phone.forceSyncNow() as Void
+        await phone.syncNow() as Void
         #expect(await eventually { onPhone.lines == [.init(item: "milk", quantity: 5)] })
         #expect(onPhone.rejection == nil)
         onPhone.stop()
@@ -48,7 +48,7 @@ import Testing
         #expect(await eventually { model.pendingCount == 2 && model.syncState == .offline })
         #expect(model.lines.map(\.item) == ["bread", "jam"])
         await phone.reconnect()
-        await phone.forceSyncNow() as Void
+        await phone.syncNow() as Void
         #expect(await eventually { model.pendingCount == 0 })
         model.stop()
         await phone.close()

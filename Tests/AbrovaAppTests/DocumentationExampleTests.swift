@@ -2,6 +2,10 @@ import AbrovaSync
 import Foundation
 import Testing
 
+#if canImport(Combine)
+    import Combine
+#endif
+
 /// The examples of the README, Spec/client.md and the DocC article, as an app writes them: a plain
 /// `import AbrovaSync`, nothing else of the package. They compile here; the test runs what needs
 /// no server (the builders and the refusals they make).
@@ -69,6 +73,56 @@ import Testing
         registration.remove()
         let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY").liveUpdates(false).build()
         _ = config.liveUpdates
+    }
+
+    /// The seed's iOS sample, pasted into an app's async function with its `collection` (and, where
+    /// Combine is, `cancellables`): only the `try`s Spec/client.md explains are added, and `doc`
+    /// is used, as an app would.
+    static func seedSample(collection: AbrovaSync.CollectionReference) async throws {
+        #if canImport(Combine)
+            var cancellables = Set<AnyCancellable>()
+        #endif
+
+        // Enable offline persistence in configuration
+        let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY")
+            .offlineEnabled(true)
+            .build()
+
+        try AbrovaSync.initialize(config: config)
+
+        #if canImport(Combine)
+            // Observe sync state with Combine
+            AbrovaSync.shared.syncStatePublisher?
+                .receive(on: DispatchQueue.main)
+                .sink { state in
+                    switch state {
+                    case .idle: print("All synced")
+                    case .syncing: print("Syncing...")
+                    case .offline: print("Working offline")
+                    case .error: print("Sync error")
+                    }
+                }
+                .store(in: &cancellables)
+        #endif
+
+        // Queued writes the server refused when they were sent.
+        // The other SyncListener methods are optional.
+        final class RejectedWrites: SyncEngine.SyncListener {
+            func onDocumentRejected(documentId: String, operation: OperationType, error: Error) {
+                let status = (error as? AbrovaSyncError)?.statusCode
+                print("\(operation) of \(documentId) refused (\(String(describing: status))): \(error.localizedDescription)")
+            }
+        }
+        let rejectedWrites = RejectedWrites() // keep a reference
+        AbrovaSync.shared.addSyncListener(rejectedWrites)
+
+        // All CRUD operations work offline automatically!
+        let doc = try await collection.add(data: ["task": "Buy milk"])
+        // Offline: saved locally and returned at once, synced when back online
+
+        // Force sync when needed
+        AbrovaSync.shared.forceSyncNow()
+        _ = doc
     }
 
     /// The seed's listener, by the seed's name for it.

@@ -188,4 +188,42 @@ struct Shown: Equatable, Sendable {
         await model.stop()
         await phone.close()
     }
+
+    /// The one-callback setters and a `SyncListener` that is a `@MainActor` view model set its
+    /// properties without a hop by hand; `syncNow()` returns once they have heard its run.
+    @Test func syncCallbacksAndListenersSetAMainActorModelsProperties() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let model = StatusModel()
+        await model.follow(phone)
+        await phone.disconnect()
+        try await phone.collection("items").document("a").setData(["name": "apple"])
+        await phone.reconnect()
+        await phone.syncNow()
+        let (synced, completed, states, counts) = await (model.synced, model.completedRuns, model.states, model.counts)
+        #expect(synced.contains("a"), "\(synced)")
+        #expect(completed > 0)
+        #expect(states.last == .idle && counts.last == 0, "\(states) \(counts)")
+        await phone.close()
+    }
+}
+
+/// A status view model: the SDK's callbacks and listener methods set its properties on the main actor.
+@MainActor final class StatusModel: SyncEngine.SyncListener {
+    var synced: [String] = []
+    var completedRuns = 0
+    var states: [AbrovaSync.SyncState] = []
+    var counts: [Int] = []
+
+    func follow(_ sync: AbrovaSync) {
+        sync.addSyncListener(self)
+        sync.onSyncState { state in self.states.append(state) }
+        sync.onPendingCount { count in
+            MainActor.assertIsolated()
+            self.counts.append(count)
+        }
+    }
+
+    func onDocumentSynced(documentId: String, operation: AbrovaSync.OperationType) { synced.append(documentId) }
+    func onSyncCompleted(syncedCount: Int) { completedRuns += 1 }
 }

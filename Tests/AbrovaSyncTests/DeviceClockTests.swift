@@ -45,7 +45,7 @@ import Testing
         // Online, interleaved, one register under last-writer-wins (clientWins): each write that
         // arrives later wins, whichever device's clock says what; versions only grow.
         #expect(try await ahead.command("set cw t x ahead-0") == "ok confirmed")
-        await normal.sync.forceSyncNow()
+        await normal.sync.syncNow()
         var versions: [Version] = []
         for round in 1...3 {
             #expect(try await ahead.command("update cw t x ahead-\(round)") == "ok confirmed")
@@ -63,7 +63,7 @@ import Testing
         for collection in ["cw", "sw"] {
             #expect(try await ahead.command("set \(collection) race x start") == "ok confirmed")
         }
-        await normal.sync.forceSyncNow()
+        await normal.sync.syncNow()
         #expect(try await ahead.command("disconnect") == "ok")
         await normal.sync.disconnect()
         for collection in ["cw", "sw"] {
@@ -83,7 +83,7 @@ import Testing
             try await normal.sync.collection("notes").document("normal-\(index)").setData(["by": "normal"])
         }
         _ = try await ahead.command("sync")
-        await normal.sync.forceSyncNow()
+        await normal.sync.syncNow()
         let server = try live.service.pull(cursor: nil, limit: 500, caller: .user("ana")).documents
             .compactMap { document in document.state.document.map { "\(document.key) \($0.canonicalJSON)" } }.sorted()
         #expect(server.count == 23, "three registers and twenty notes")

@@ -34,7 +34,7 @@ import Testing
         let live = try LiveSyncServer()
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live)
-        await sync.forceSyncNow()
+        await sync.syncNow()
         try await sync.collection("carts").document("first").setData(["n": 1]) // the server's limits are known
         proxy.fault = .cutResponse(afterBytes: 20)
         let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
@@ -52,7 +52,7 @@ import Testing
         let live = try LiveSyncServer()
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live)
-        await sync.forceSyncNow()
+        await sync.syncNow()
         try await sync.collection("carts").document("first").setData(["n": 1]) // the server's limits are known
         proxy.fault = .cutRequest(afterBytes: 60)
         _ = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
@@ -92,7 +92,7 @@ import Testing
         let live = try LiveSyncServer()
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live, timeout: .milliseconds(500))
-        await sync.forceSyncNow()
+        await sync.syncNow()
         proxy.fault = .blackhole
         let started = ContinuousClock.now
         let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
@@ -111,7 +111,7 @@ import Testing
         let live = try LiveSyncServer()
         let proxy = try FaultProxy(upstreamPort: live.server.port)
         let sync = try device(through: proxy, live, timeout: .seconds(20))
-        await sync.forceSyncNow()
+        await sync.syncNow()
         proxy.fault = .latency(.seconds(3))
         let started = ContinuousClock.now
         let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])

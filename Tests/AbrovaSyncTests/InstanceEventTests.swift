@@ -12,7 +12,7 @@ import Testing
     @Test func aQueuedWriteRefusedWhenSentReachesTheStreamTheCallbackAndTheListenerOnceEach() async throws {
         let live = try LiveSyncServer(rules: RuleBook(collections: ["carts": SwitchableRules()]))
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         await device.sync.disconnect()
         try await device.carts.document("bad").setData(["invalid": true]) // the validation rules refuse it
         let streamed = Locked<[String]>([])
@@ -32,7 +32,7 @@ import Testing
         await device.sync.reconnect()
         #expect(await eventually { streamed.value == ["bad create 400"] && called.value == ["bad create 400"] })
         #expect(listener.rejected.value == ["bad create 400"])
-        await device.sync.forceSyncNow() // nothing is left to refuse, and nothing is told again
+        await device.sync.syncNow() // nothing is left to refuse, and nothing is told again
         #expect(streamed.value.count == 1 && called.value.count == 1 && listener.rejected.value.count == 1)
         collector.cancel()
         await live.stop()
@@ -41,7 +41,7 @@ import Testing
     @Test func theStateAndCountCallbacksHearEveryChangeAndARemovedListenerNothing() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         let states = Locked<[SyncState]>([])
         device.sync.onSyncState { state in states.update { $0.append(state) } }
         let counts = Locked<[Int]>([])

@@ -216,12 +216,12 @@ extension [UInt8] {
         #expect(await eventually { server.heldWatches.count == 1 })
         let runs = await sync.engine.runsStarted
         server.holdsPulls.update { $0 = true }
-        Task { await sync.forceSyncNow() }
+        Task { await sync.syncNow() }
         #expect(await eventually { server.http.held.contains { $0.path == "/v1/pull" } })
         // News, and other triggers, while the run waits for its pull.
         try server.commit("c1", ["qty": 1])
         try server.answerWatch(changed: true)
-        for _ in 0..<3 { Task { await sync.forceSyncNow() } }
+        for _ in 0..<3 { Task { await sync.syncNow() } }
         try await Task.sleep(for: .milliseconds(200))
         #expect(server.heldWatches.isEmpty, "a watch went out while a run was going to move the cursor")
         server.releasePulls()
@@ -247,7 +247,7 @@ extension [UInt8] {
         await sync.reconnect()
         await sync.engine.wentToBackground()
         await sync.engine.cameToForeground()
-        await sync.forceSyncNow()
+        await sync.syncNow()
         try await Task.sleep(for: .milliseconds(300))
         #expect(server.watches.count == 1, "asked again")
         #expect(sync.events.connectionState != .live)
@@ -331,7 +331,7 @@ extension [UInt8] {
         let (states, collector) = connectionStates(of: sync)
         defer { collector.cancel() }
         let listener = await sync.collection("carts").document("c1").addSnapshotListener { _ in }
-        await sync.forceSyncNow()
+        await sync.syncNow()
         await sync.engine.cameToForeground()
         try await Task.sleep(for: .milliseconds(300))
         #expect(server.watches.isEmpty && !states.value.contains(.live))

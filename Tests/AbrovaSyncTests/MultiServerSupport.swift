@@ -276,7 +276,7 @@ enum MultiServer {
                 try await client.sync.collection("carts").document(cart).updateData(["items": .arrayRemove([.string(element)])])
                 log.removed.insert(element)
             }
-            if iteration % 5 == 0 { await client.sync.forceSyncNow() }
+            if iteration % 5 == 0 { await client.sync.syncNow() }
             if goesOffline {
                 if iteration % 12 == 3 { await client.sync.disconnect() }
                 if iteration % 12 == 11 { await client.sync.reconnect() }
@@ -299,7 +299,7 @@ enum MultiServer {
             for client in clients {
                 group.addTask {
                     await eventually(20) {
-                        await client.sync.forceSyncNow()
+                        await client.sync.syncNow()
                         let have =
                             (try? await client.sync.collection("carts").getDocuments().filter { !$0.metadata.hasPendingWrites }.count) ?? 0
                         return have == carts.count
@@ -327,10 +327,10 @@ enum MultiServer {
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
         repeat {
             await withTaskGroup(of: Void.self) { group in
-                for client in clients { group.addTask { await client.sync.forceSyncNow() } }
+                for client in clients { group.addTask { await client.sync.syncNow() } }
             }
             // A second round: every client pulls what the others pushed in the first.
-            for client in clients { await client.sync.forceSyncNow() }
+            for client in clients { await client.sync.syncNow() }
             let stored = try await database(databaseURL)
             let expected = stored.compactMapValues { $0.state.document }
             differences = []

@@ -181,14 +181,14 @@ import Testing
         await sync.reconnect()
         var quiet = false
         for _ in 0..<100 {
-            await sync.forceSyncNow()
+            await sync.syncNow()
             if await sync.pendingCount == 0 {
                 quiet = true
                 break
             }
             try await Task.sleep(for: .milliseconds(10))
         }
-        await sync.forceSyncNow()
+        await sync.syncNow()
         let problem =
             quiet
             ? try await differences(sync, live, model, thrown: thrown)

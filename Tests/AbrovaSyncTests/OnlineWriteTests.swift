@@ -24,7 +24,7 @@ import Testing
         let first = try Device(live, folder: folder, name: "first") { $0.conflictStrategy(strategy).conflictResolver { _ in .useServer } }
         let second = try Device(live, folder: folder, name: "second") { $0.conflictStrategy(strategy).conflictResolver { _ in .useServer } }
         try await first.carts.document("j1").setData(["jersey": 1, "size": "M"])
-        await second.sync.forceSyncNow()
+        await second.sync.syncNow()
         #expect(try await second.carts.document("j1").getDocument(source: .cache).data == ["jersey": 1, "size": "M"])
         try await first.carts.document("j1").updateData(["jersey": 7])
         #expect(serverDocument(live) == ["jersey": 7, "size": "M"])
@@ -62,7 +62,7 @@ import Testing
         let snapshot = try await second.carts.document("j1").delete()
         #expect(serverDocument(live) == nil, "under \(strategy) the server kept \(String(describing: serverDocument(live)))")
         #expect(snapshot.data == nil)
-        await first.sync.forceSyncNow()
+        await first.sync.syncNow()
         #expect(try await first.carts.document("j1").getDocument(source: .cache).data == nil)
         await live.stop()
     }
@@ -77,7 +77,7 @@ import Testing
         let collecting = Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }
         defer { collecting.cancel() }
         let notes = sync.collection("notes")
-        await sync.forceSyncNow()
+        await sync.syncNow()
         await sync.disconnect()
         try await notes.document("j1").setData(["n": 1, "invalid": true])
         try await notes.document("j1").setData(["n": 2, "invalid": true])

@@ -58,14 +58,14 @@ final class PullRecordingTransport: SyncTransport {
     @Test func aDeviceDoesNotPullItsOwnChangesBack() async throws {
         let live = try LiveSyncServer()
         let (phone, transport) = try device(live, "phone")
-        await phone.forceSyncNow()
+        await phone.syncNow()
         await phone.disconnect()
         for index in 0..<3 { try await phone.collection("carts").document("c\(index)").setData(["n": .int(Int64(index))]) }
         await phone.reconnect()
         #expect(await eventually(30) { await phone.pendingCount == 0 })
-        await phone.forceSyncNow()
+        await phone.syncNow()
         try await phone.collection("carts").document("c0").updateData(["n": 10]) // online: pushed at once
-        await phone.forceSyncNow()
+        await phone.syncNow()
         #expect(transport.pulled.isEmpty, "pulled back: \(transport.pulled)")
         #expect(try live.service.document(DocumentKey(collection: "carts", id: "c0"), caller: .user("ana")).state.document == ["n": 10])
         await live.stop()
@@ -75,13 +75,13 @@ final class PullRecordingTransport: SyncTransport {
         let live = try LiveSyncServer()
         let (phone, transport) = try device(live, "phone")
         let (laptop, _) = try device(live, "laptop")
-        await phone.forceSyncNow()
+        await phone.syncNow()
         await phone.disconnect()
         try await phone.collection("carts").document("mine").setData(["n": 1])
         try await laptop.collection("carts").document("theirs").setData(["n": 2])
         await phone.reconnect()
         #expect(await eventually(30) { await phone.pendingCount == 0 })
-        await phone.forceSyncNow()
+        await phone.syncNow()
         #expect(try await phone.collection("carts").document("theirs").getDocument(source: .cache).data == ["n": 2])
         #expect(transport.pulled.map(\.id).sorted() == ["mine", "theirs"], "the push's answer could not say the pull held only its own")
         await live.stop()
@@ -92,15 +92,15 @@ final class PullRecordingTransport: SyncTransport {
     @Test func aRunWhosePushAnswerCarriesTheCursorMakesNoPull() async throws {
         let live = try LiveSyncServer()
         let (phone, transport) = try device(live, "phone", syncOnReconnect: false)
-        await phone.forceSyncNow()
+        await phone.syncNow()
         await phone.disconnect()
         for index in 0..<3 { try await phone.collection("carts").document("c\(index)").setData(["n": .int(Int64(index))]) }
         await phone.reconnect()
         let before = transport.pulls
-        await phone.forceSyncNow()
+        await phone.syncNow()
         #expect(await phone.pendingCount == 0)
         #expect(transport.pulls == before, "a pull after a push that carried the cursor")
-        await phone.forceSyncNow()
+        await phone.syncNow()
         #expect(transport.pulls == before + 1, "a run with nothing to push pulls")
         await live.stop()
     }

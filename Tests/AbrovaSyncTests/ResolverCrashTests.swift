@@ -28,7 +28,7 @@ import Testing
         #expect(created == "ok confirmed", "\(first.log)")
         // Under a loaded run one sync may time out before it pulls: sync until the document is there.
         let pulled = await eventually(30) {
-            await other.sync.forceSyncNow()
+            await other.sync.syncNow()
             return (try? await other.sync.collection("man").document("d").getDocument(source: .cache).data) != nil
         }
         #expect(pulled, "the other device never pulled man/d")

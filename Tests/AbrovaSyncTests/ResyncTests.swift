@@ -23,7 +23,7 @@ import Testing
         try await ana.carts.document("gone").setData(["n": 1])
         try await ana.carts.document("kept").setData(["n": 1])
         try await ana.carts.document("edited").setData(["n": 1])
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         #expect(try await cachedIDs(ben) == ["gone", "kept", "edited"])
         await ben.sync.disconnect()
         try await ben.carts.document("mine").setData(["n": 2]) // unsent while the resync happens
@@ -36,7 +36,7 @@ import Testing
         let listener = await ben.carts.document("gone").addSnapshotListener { snapshot in seen.update { $0.append(snapshot) } }
         await ben.sync.reconnect()
         #expect(await eventually { await ben.sync.pendingCount == 0 })
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         #expect(live.exchanges.contains { $0.path == "/v1/pull" && $0.status == 410 }, "the server never said resync")
         #expect(try await ben.carts.document("gone").getDocument(source: .cache).data == nil)
         #expect(await eventually { seen.value.last?.exists == false }, "the listener never heard that the document left")
@@ -56,7 +56,7 @@ import Testing
                 config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
                     .serverURL(first.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
             try await device.collection("carts").document("old").setData(["n": 1])
-            await device.forceSyncNow()
+            await device.syncNow()
             await device.close()
         }
         await first.stop()
@@ -68,7 +68,7 @@ import Testing
             config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
                 .serverURL(second.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
         second.onStop { await device.close() }
-        await device.forceSyncNow()
+        await device.syncNow()
         #expect(second.exchanges.contains { $0.path == "/v1/pull" && $0.status == 400 }, "the server knew the cursor")
         let stoppedOn = await device.lastError
         #expect(await eventually { device.syncState == .idle }, "sync stopped: \(String(describing: stoppedOn))")
@@ -83,7 +83,7 @@ import Testing
         let ben = try Device(first, user: "ben", folder: folder, name: "ben")
         try await ana.sync.collection("shared").document("s1").setData(["n": 1])
         try await ben.sync.collection("shared").document("b1").setData(["n": 1])
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         #expect(try await cachedIDs(ben, "shared") == ["s1", "b1"])
         await ben.sync.close()
         // The same database, now served with owner-only reads everywhere.
@@ -93,7 +93,7 @@ import Testing
             config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
                 .serverURL(second.url).storePath(folder.path("ben.sqlite")).authToken(LiveSyncServer.token(of: "ben")).build())
         second.onStop { await benAgain.close() }
-        await benAgain.forceSyncNow()
+        await benAgain.syncNow()
         #expect(second.exchanges.contains { $0.path == "/v1/pull" && $0.status == 410 }, "the server never said resync")
         #expect(Set(try await benAgain.collection("shared").getDocuments().map(\.key.id)) == ["b1"])
         #expect(try await benAgain.collection("shared").document("s1").getDocument(source: .cache).data == nil)

@@ -20,7 +20,7 @@ import Testing
     @Test func anOnlineWriteIsSavedOnTheServerBeforeTheCallReturns() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         let snapshot = try await device.carts.document("c1").setData(["items": ["milk"]])
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])
         #expect(!snapshot.metadata.isFromCache && !snapshot.metadata.hasPendingWrites)
@@ -55,7 +55,7 @@ import Testing
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
         let other = try Device(live, folder: folder, name: "other")
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         try await other.carts.document("c1").setData(["qty": 1, "note": "from the other device"])
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["qty": 5]) // queued: the device knew nothing of c1
@@ -75,7 +75,7 @@ import Testing
     @Test func whileUnreachableAWriteReturnsAtOnceQueuedAndIsSentWhenTheServerIsBack() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         device.transport.isCut = true
         let snapshot = try await device.carts.document("c1").setData(["items": ["milk"]])
         #expect(snapshot.metadata.hasPendingWrites && snapshot.data == ["items": ["milk"]])
@@ -94,7 +94,7 @@ import Testing
     @Test func afterDisconnectWritesAreQueuedUntilReconnect() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["items": ["milk"]])
         try await Task.sleep(for: .milliseconds(100))
@@ -109,7 +109,7 @@ import Testing
     @Test func withoutOfflinePersistenceCallsFailWhenTheServerCannotBeReached() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder) { $0.offlineEnabled(false) }
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         await device.sync.disconnect()
         await #expect(throws: AbrovaSyncError.self) { try await device.carts.document("c1").setData(["n": 1]) }
         await #expect(throws: AbrovaSyncError.self) { _ = try await device.carts.document("c1").getDocument() }
@@ -120,7 +120,7 @@ import Testing
     @Test func withoutOfflinePersistenceAWriteThatCannotBeSentFailsAndLeavesNothing() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder) { $0.offlineEnabled(false) }
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         try await device.carts.document("kept").setData(["n": 0])
         // The server goes away without the device knowing: its write is tried, and fails.
         device.transport.isCut = true
@@ -139,7 +139,7 @@ import Testing
         #expect(try await device.carts.document("kept").getDocument(source: .cache).data == ["n": 0])
         device.transport.isCut = false
         await device.sync.reconnect()
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         #expect(try serverDocument(live, milk) == nil)
         #expect(try serverDocument(live, DocumentKey(collection: "carts", id: "kept")) == ["n": 0])
         listener.remove()
@@ -153,7 +153,7 @@ import Testing
         rules.refusesWrites = true
         let live = try LiveSyncServer(rules: RuleBook(collections: ["carts": rules]))
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         do {
             try await device.carts.document("c1").setData(["items": ["milk"]])
             Issue.record("the write was not refused")
@@ -204,6 +204,7 @@ import Testing
         #expect(
             Set(rejections.value.map { "\($0.documentId) \($0.operation) \($0.error.statusCode ?? 0)" })
                 == ["created create 403", "updated update 403", "deleted delete 403"])
+        await device.sync.events.delivered()
         #expect(Set(listener.rejected.value) == ["created create 403", "updated update 403", "deleted delete 403"])
         #expect(try await orders.document("created").getDocument(source: .cache).data == nil)
         #expect(try await orders.document("updated").getDocument(source: .cache).data == ["n": 1])
@@ -218,7 +219,7 @@ import Testing
     @Test func twoThousandWritesQueuedOfflineArePushedInOrderInBatchesEachAppliedOnce() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         await device.sync.disconnect()
         for index in 0..<2_000 {
             try await device.sync.collection("items").document("i\(index)").setData(["n": .int(Int64(index))])
@@ -272,13 +273,13 @@ import Testing
     @Test func withoutSyncOnReconnectQueuedWritesWaitForForceSyncNow() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder) { $0.syncOnReconnect(false) }
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["items": ["milk"]])
         await device.sync.reconnect()
         try await Task.sleep(for: .milliseconds(200))
         #expect(await device.sync.pendingCount == 1 && device.transport.pushCount == 0)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         #expect(await device.sync.pendingCount == 0)
         #expect(try serverDocument(live, milk) == ["items": ["milk"]])
         await live.stop()
@@ -287,7 +288,7 @@ import Testing
     @Test func comingToTheForegroundSendsTheQueue() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder) { $0.syncOnReconnect(false) }
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         device.transport.isCut = true
         try await device.carts.document("c1").setData(["items": ["milk"]])
         #expect(device.sync.syncState == .offline && device.transport.pushCount == 0)
@@ -304,13 +305,13 @@ import Testing
     @Test func concurrentForceSyncNowCallsShareOneRun() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         let before = await device.sync.engine.runsStarted
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["items": ["milk"]])
         await device.sync.reconnect() // starts a run
         await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<10 { group.addTask { await device.sync.forceSyncNow() } }
+            for _ in 0..<10 { group.addTask { await device.sync.syncNow() } }
         }
         let runs = await device.sync.engine.runsStarted - before
         #expect(runs <= 2, "10 concurrent calls and a reconnect made \(runs) runs")
@@ -321,7 +322,7 @@ import Testing
     @Test func anExpiredTokenKeepsTheQueueUntilItIsReplaced() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, user: "nobody", folder: folder) // a token the server does not know
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         #expect(device.sync.syncState == .error)
         #expect(await device.sync.lastError?.statusCode == 401)
         await device.sync.disconnect()

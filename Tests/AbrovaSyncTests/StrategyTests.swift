@@ -38,7 +38,7 @@ import Testing
         let cart = ana.carts.document("c1")
         try await cart.setData(["qty": 1])
         try await cart.updateData(["items": .arrayUnion(["milk"])])
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         #expect(try await ben.carts.document("c1").getDocument(source: .cache).data == ["qty": 1, "items": ["milk"]])
         await ana.sync.disconnect()
         await ben.sync.disconnect()
@@ -58,8 +58,8 @@ import Testing
             }
             #expect(settled, "the resolution was not written and sent")
         }
-        await ben.sync.forceSyncNow()
-        await ana.sync.forceSyncNow()
+        await ben.sync.syncNow()
+        await ana.sync.syncNow()
         let outcome = Outcome(
             cart: try await ben.carts.document("c1").getDocument(source: .cache).data?.mapValue,
             otherCart: try await cart.getDocument(source: .cache).data?.mapValue,
@@ -138,7 +138,7 @@ import Testing
         let ben = try device("ben")
         try await ana.carts.document("c1").setData(["qty": 1])
         try await ana.sync.collection("notes").document("n1").setData(["text": "draft"])
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         await ana.sync.disconnect()
         await ben.sync.disconnect()
         try await ana.carts.document("c1").updateData(["qty": 2])
@@ -171,7 +171,7 @@ import Testing
     /// qty 3; ben reconnects, and his resolver is asked.
     func makeConflictOverQuantity(ana: Device, ben: Device) async throws {
         try await ana.carts.document("c1").setData(["qty": 1])
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         await ben.sync.disconnect()
         try await ana.carts.document("c1").updateData(["qty": 2])
         try await ben.carts.document("c1").updateData(["qty": 3])
@@ -237,7 +237,7 @@ import Testing
         #expect(await eventually { shown.value.count == 1 }, "the resolver was never asked")
         // While ben's user decides, ana adds a field, and ben's device pulls it.
         try await ana.carts.document("c1").updateData(["coupon": "ana's"])
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         let benSees = try await ben.carts.document("c1").getDocument(source: .cache).data
         #expect(benSees?.mapValue?["coupon"] == "ana's")
         userChose.update { $0 = true }

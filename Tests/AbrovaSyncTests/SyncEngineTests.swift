@@ -17,7 +17,7 @@ import Testing
         let live = try LiveSyncServer()
         // Batches of one change, each push 300 ms: the run is still sending when the app disconnects.
         let sync = try slowPushingInstance(live, storePath: folder.path("device.sqlite"), pushDelay: .milliseconds(300))
-        await sync.forceSyncNow()
+        await sync.syncNow()
         await sync.disconnect()
         for index in 0..<3 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
         await sync.reconnect()
@@ -41,7 +41,7 @@ import Testing
         let ben = try Device(live, user: "ben", folder: folder, name: "ben")
         try await ana.carts.document("gone").setData(["n": 1])
         try await ana.carts.document("kept").setData(["n": 1])
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         #expect(try await ben.carts.document("gone").getDocument(source: .cache).exists)
         await ben.sync.disconnect()
         try await ben.carts.document("mine").setData(["n": 2]) // unsent while the resync happens
@@ -51,7 +51,7 @@ import Testing
         try live.service.purgeExpiredTombstones() // ben's cursor is now older than a removed delete
         await ben.sync.reconnect()
         #expect(await eventually { await ben.sync.pendingCount == 0 })
-        await ben.sync.forceSyncNow()
+        await ben.sync.syncNow()
         #expect(ben.sync.syncState == .idle)
         #expect(try await ben.carts.document("kept").getDocument(source: .cache).data == ["n": 3])
         #expect(try await ben.carts.document("mine").getDocument(source: .cache).data == ["n": 2])
@@ -62,7 +62,7 @@ import Testing
     @Test func pullsGoPageByPageAndReportProgress() async throws {
         let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser))
         let reader = try Device(live, user: "ben", folder: folder, name: "reader")
-        await reader.sync.forceSyncNow()
+        await reader.sync.syncNow()
         let seen = Locked<[SyncProgress]>([])
         let stream = reader.sync.syncProgressChanges
         let collector = Task { for await progress in stream { seen.update { $0.append(progress) } } }
@@ -71,7 +71,7 @@ import Testing
         for index in 0..<1_200 { try await writer.sync.collection("items").document("i\(index)").setData(["n": .int(Int64(index))]) }
         await writer.sync.reconnect()
         #expect(await eventually(60) { await writer.sync.pendingCount == 0 })
-        await reader.sync.forceSyncNow()
+        await reader.sync.syncNow()
         #expect(await eventually { seen.value.contains { $0.pulledDocuments == 1_200 && !$0.isPulling } })
         #expect(seen.value.filter { $0.isPulling }.map(\.pulledDocuments) == [500, 1_000], "pages of 500: \(seen.value)")
         #expect(try await reader.sync.collection("items").getDocuments().count == 1_200)
@@ -108,7 +108,7 @@ import Testing
     @Test func thePendingCountIsExactThroughout() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         let counts = Locked<[Int]>([])
         let stream = device.sync.pendingCountChanges
         let collector = Task { for await count in stream { counts.update { $0.append(count) } } }
@@ -134,7 +134,7 @@ import Testing
         let rules = SwitchableRules()
         let live = try LiveSyncServer(rules: RuleBook(collections: ["carts": rules]))
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         await device.sync.disconnect()
         try await device.carts.document("first").setData(["n": 1])
         try await device.carts.document("bad").setData(["invalid": true]) // the validation rules refuse it
@@ -151,7 +151,7 @@ import Testing
         }
         // Nothing is left to retry: the next sync sends nothing.
         let pushes = device.transport.pushCount
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         #expect(device.transport.pushCount == pushes)
         collector.cancel()
         await live.stop()
@@ -160,7 +160,7 @@ import Testing
     @MainActor @Test func theObservableStatusFollowsTheStreams() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         let status = device.sync.makeStatus()
         await device.sync.disconnect()
         try await device.carts.document("c1").setData(["n": 1])
@@ -174,7 +174,7 @@ import Testing
     @Test func syncStatesAndConnectionStatesReachEverySubscriber() async throws {
         let live = try LiveSyncServer()
         let device = try Device(live, folder: folder)
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         let first = Locked<[SyncState]>([])
         let second = Locked<[SyncState]>([])
         let connections = Locked<[ConnectionState]>([])

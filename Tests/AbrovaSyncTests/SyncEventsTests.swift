@@ -20,6 +20,7 @@ import Testing
 
         events.emit(.documentRejected(Self.rejection))
         events.finish()
+        await events.delivered()
 
         #expect(await collect(rejections) == [Self.rejection])
         #expect(called.value == ["bad"])
@@ -28,7 +29,7 @@ import Testing
         withExtendedLifetime(listener) {}
     }
 
-    @Test func aListenerTheAppDroppedOrRemovedIsNotCalled() {
+    @Test func aListenerTheAppDroppedOrRemovedIsNotCalled() async {
         let events = SyncEvents()
         let heard = Locked<[String]>([])
         var dropped: LoggingListener? = LoggingListener(heard, name: "dropped")
@@ -40,6 +41,7 @@ import Testing
         dropped = nil
 
         events.emit(.syncStarted)
+        await events.delivered()
 
         #expect(droppedWeakly == nil, "the hub holds listeners weakly")
         #expect(heard.value == ["kept: started"])
@@ -56,6 +58,7 @@ import Testing
         for state in [SyncState.syncing, .syncing, .idle, .idle] { events.emit(.syncState(state)) }
         for count in [1, 1] { events.emit(.pendingCount(count)) }
         events.finish()
+        await events.delivered()
 
         #expect(await collect(states) == [.idle, .syncing, .idle], "the first is the latest state, replayed")
         #expect(called.value == [.syncing, .idle])
@@ -86,7 +89,7 @@ import Testing
         #expect(events.syncState == .offline)
     }
 
-    @Test func eachEventReachesTheListenerMethodThatHearsItInOrder() {
+    @Test func eachEventReachesTheListenerMethodThatHearsItInOrder() async {
         let events = SyncEvents()
         let heard = Locked<[String]>([])
         let listener = LoggingListener(heard)
@@ -101,18 +104,20 @@ import Testing
         events.emit(.documentRejected(Self.rejection))
         events.emit(.syncFailed(AbrovaSyncError(.unauthorized, reason: .unauthenticated, message: "expired")))
         events.emit(.syncCompleted(syncedCount: 1))
+        await events.delivered()
 
         #expect(heard.value == ["started", "synced c1 update", "conflict c1", "rejected bad create 403", "failed 401", "completed 1"])
         withExtendedLifetime(listener) {}
     }
 
-    @Test func aSecondCallbackReplacesTheFirst() {
+    @Test func aSecondCallbackReplacesTheFirst() async {
         let events = SyncEvents()
         let called = Locked<[String]>([])
         events.updateCallbacks { $0.onPendingCount = { count in called.update { $0.append("first \(count)") } } }
         events.updateCallbacks { $0.onPendingCount = { count in called.update { $0.append("second \(count)") } } }
 
         events.emit(.pendingCount(4))
+        await events.delivered()
 
         #expect(called.value == ["second 4"])
     }
@@ -151,7 +156,10 @@ private final class LoggingListener: SyncEngine.SyncListener {
         self.name = name
     }
 
-    private func note(_ line: String) { log.update { $0.append(name.map { "\($0): \(line)" } ?? line) } }
+    private func note(_ line: String) {
+        MainActor.assertIsolated("listeners are called on the main actor")
+        log.update { $0.append(name.map { "\($0): \(line)" } ?? line) }
+    }
 
     func onSyncStarted() { note("started") }
     func onSyncCompleted(syncedCount: Int) { note("completed \(syncedCount)") }

@@ -104,7 +104,7 @@ import Testing
         // Batches of one change, each push 300 ms: the run is still sending Ana's queue when the
         // app puts Ben's token in place.
         let sync = try slowPushingInstance(live, storePath: folder.path("tablet.sqlite"), pushDelay: .milliseconds(300))
-        await sync.forceSyncNow()
+        await sync.syncNow()
         await sync.disconnect()
         for index in 0..<4 { try await sync.collection("carts").document("q\(index)").setData(["n": .int(Int64(index))]) }
         await sync.reconnect()

@@ -44,7 +44,7 @@ import Testing
             try await device.sync.collection("notes").document("n\(index)").setData(Self.note(size, seed: UInt64(index)))
         }
         device.transport.isCut = false
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         return (device, rejections)
     }
 
@@ -86,7 +86,7 @@ import Testing
         device.transport.announcesLimits = false
         for index in 0..<10 { try await device.sync.collection("notes").document("n\(index)").setData(["n": .int(Int64(index))]) }
         device.transport.isCut = false
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         #expect(await eventually { await device.sync.pendingCount == 0 })
         #expect(try serverIDs(live).count == 10)
         await live.stop()
@@ -115,7 +115,7 @@ import Testing
             Task { for await rejection in stream { rejections.update { $0.append(rejection) } } }
             let snapshot = try await sync.collection("carts").document("c1").setData(["items": ["milk"]])
             #expect(snapshot.metadata.hasPendingWrites)
-            await sync.forceSyncNow()
+            await sync.syncNow()
             #expect(await sync.pendingCount == 1)
             #expect(try await sync.collection("carts").document("c1").getDocument(source: .cache).data == ["items": ["milk"]])
             #expect(portal.requests.contains { $0.path == "/v1/push" })
@@ -129,7 +129,7 @@ import Testing
             config: try AbrovaSyncConfigBuilder(apiKey: LiveSyncServer.apiKey)
                 .serverURL(live.url).storePath(path).authToken(LiveSyncServer.token(of: "ana")).build())
         live.onStop { await sync.close() }
-        await sync.forceSyncNow()
+        await sync.syncNow()
         #expect(
             try live.service.document(DocumentKey(collection: "carts", id: "c1"), caller: .user("ana")).state.document == [
                 "items": ["milk"]
@@ -151,7 +151,7 @@ import Testing
                 .transport { token in live.makeTransport(as: nil, token: token, maximumAnswerBytes: 300_000) }
                 .build())
         live.onStop { await reader.close() }
-        await reader.forceSyncNow()
+        await reader.syncNow()
         #expect(try await reader.collection("notes").getDocuments().count == 12)
         #expect(reader.syncState == .idle)
         await live.stop()
@@ -178,7 +178,7 @@ import Testing
         try await document.setData(["jersey": 2])
         try await document.updateData(["invalid": true]) // the server's validation refuses it
         device.transport.isCut = false
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         #expect(await eventually { await device.sync.pendingCount == 0 })
         #expect(try live.service.document(shirt, caller: .user("ana")).state.document == ["jersey": 2])
         #expect(try await document.getDocument(source: .cache).data == ["jersey": 2])
@@ -190,7 +190,7 @@ import Testing
     @Test func anOnlineWriteRefusedWhileAnEarlierCreateIsQueuedFailsAloneAndTheCreateArrives() async throws {
         let live = try server()
         let device = try Device(live, folder: folder) { $0.syncOnReconnect(false) }
-        await device.sync.forceSyncNow()
+        await device.sync.syncNow()
         await device.sync.disconnect()
         let document = device.sync.collection("shirts").document("s1")
         try await document.setData(["jersey": 7]) // queued
