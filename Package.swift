@@ -5,8 +5,9 @@ import PackageDescription
 // AbrovaCore (pure CRDT, no I/O) <- stores, codec <- client (AbrovaSync), server <- demo <- CLI.
 let package = Package(
     name: "AbrovaSync",
-    // Where Apple's systems have the toolchain's Synchronization (Mutex) and Observation.
-    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    // The SDK's floor: locks are AbrovaLocking's (os_unfair_lock), not Synchronization's Mutex
+    // (iOS 18); the `@Observable` status needs iOS 17 / macOS 14 and says so.
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "AbrovaSync", targets: ["AbrovaSync"]),
         .library(name: "AbrovaCore", targets: ["AbrovaCore"]),
@@ -20,6 +21,8 @@ let package = Package(
     ],
     targets: [
         .target(name: "AbrovaCore"),
+        // A lock every module shares: Mutex's job on every system the SDK supports.
+        .target(name: "AbrovaLocking"),
         // SQLite from Debian's libsqlite3-dev, shared by the device store and the server's store.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "AbrovaSQLite", dependencies: ["CSQLite"]),
@@ -27,7 +30,7 @@ let package = Package(
         // libpq from Debian's libpq-dev, for servers that share one PostgreSQL database.
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ"),
         .target(name: "AbrovaPostgres", dependencies: ["CLibPQ"]),
-        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaCore", "AbrovaPostgres", "CZstd"]),
+        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaLocking", "AbrovaCore", "AbrovaPostgres", "CZstd"]),
         // The wire: the protocol's JSON bodies and zstd (Spec/protocol.md).
         .systemLibrary(name: "CZstd", path: "Sources/CZstd"),
         .target(name: "AbrovaWire", dependencies: ["AbrovaCore", "CZstd"]),
@@ -35,9 +38,11 @@ let package = Package(
         // MHD_start_daemon is variadic and some of its enums do not import by name.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // A small HTTP/1.1 server that knows nothing of sync.
-        .target(name: "AbrovaHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(name: "AbrovaHTTP", dependencies: ["AbrovaLocking", "CMicroHTTPD"]),
         // The sync server: service, rules, stores and its HTTP routes (Spec/protocol.md).
-        .target(name: "AbrovaServer", dependencies: ["AbrovaCore", "AbrovaSQLite", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP"]),
+        .target(
+            name: "AbrovaServer",
+            dependencies: ["AbrovaLocking", "AbrovaCore", "AbrovaSQLite", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP"]),
         // libcurl from Debian's libcurl4-openssl-dev, behind a tiny C target because
         // curl_easy_setopt and curl_easy_getinfo are variadic. Linux only: the client's HTTP there.
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
@@ -46,17 +51,19 @@ let package = Package(
         .target(
             name: "AbrovaSync",
             dependencies: [
+                "AbrovaLocking",
                 "AbrovaCore", "AbrovaStore", "AbrovaWire",
                 .target(name: "CCurl", condition: .when(platforms: [.linux])),
             ]),
         // The shopping-cart story of `abrova demo`: the server and two SDK instances in one process.
-        .target(name: "AbrovaDemo", dependencies: ["AbrovaSync", "AbrovaServer", "AbrovaHTTP"]),
+        .target(name: "AbrovaDemo", dependencies: ["AbrovaLocking", "AbrovaSync", "AbrovaServer", "AbrovaHTTP"]),
         // `abrova serve` and `abrova demo`.
         .executableTarget(
             name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSQLite", "AbrovaSync", "AbrovaDemo"]),
         .executableTarget(
             name: "AbrovaBenchmarks",
             dependencies: [
+                "AbrovaLocking",
                 "AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
                 "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaPostgres",
             ]),
@@ -68,20 +75,24 @@ let package = Package(
         // Fuzz targets over the wire decoders, zstd and the server's HTTP handling, with their
         // oracles and a seeded mutator; `abrova-fuzz` runs them, or is a libFuzzer binary when built
         // with -DLIBFUZZER (it then calls libFuzzer's driver, declared by CLibFuzzer).
-        .target(name: "AbrovaFuzzing", dependencies: ["AbrovaCore", "AbrovaWire", "AbrovaHTTP", "AbrovaServer", "AbrovaTestSupport"]),
+        .target(
+            name: "AbrovaFuzzing",
+            dependencies: ["AbrovaLocking", "AbrovaCore", "AbrovaWire", "AbrovaHTTP", "AbrovaServer", "AbrovaTestSupport"]),
         .target(name: "CLibFuzzer"),
         .executableTarget(name: "AbrovaFuzz", dependencies: ["AbrovaFuzzing", "CLibFuzzer"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
-        .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaHTTP", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaLocking", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(
-            name: "AbrovaServerTests", dependencies: ["AbrovaServer", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
+            name: "AbrovaServerTests",
+            dependencies: ["AbrovaLocking", "AbrovaServer", "AbrovaPostgres", "AbrovaWire", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(name: "AbrovaStoreTests", dependencies: ["AbrovaStore", "AbrovaSQLite", "AbrovaTestSupport"]),
         // The SDK against the real server on loopback (LiveSyncServer) and scripted servers.
         .testTarget(
             name: "AbrovaSyncTests",
             dependencies: [
+                "AbrovaLocking",
                 "AbrovaSync", "AbrovaServer", "AbrovaPostgres", "AbrovaHTTP", "AbrovaWire",
                 "AbrovaTestSupport",
             ]),
@@ -89,7 +100,7 @@ let package = Package(
         .testTarget(
             name: "AbrovaFuzzingTests", dependencies: ["AbrovaFuzzing", "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaTestSupport"]),
         // The demo's story, run in-process.
-        .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaDemo", "AbrovaSync"]),
+        .testTarget(name: "AbrovaDemoTests", dependencies: ["AbrovaLocking", "AbrovaDemo", "AbrovaSync"]),
         // Imports the SDK as an app does (no @testable, no SPI): the documentation's examples compile.
         // The example app's model (Examples/ShoppingCart): built and tested here; its SwiftUI
         // screen (Examples/ShoppingCart/App) is for Apple platforms and is not a target.

@@ -1,6 +1,6 @@
 import AbrovaHTTP
+import AbrovaLocking
 import Foundation
-import Synchronization
 
 /// What a request waiting for its deferred answer (a long poll) costs the server: this
 /// process's resident memory grown by N idle waiting connections from loopback, divided by N.
@@ -48,7 +48,7 @@ struct DeferredMemoryBenchmarks {
         }
 
         private func measure(_ count: Int, afterARequest: Bool) throws -> Int {
-            let responders = Mutex<[HTTPResponder]>([])
+            let responders = Protected<[HTTPResponder]>([])
             let server = try HTTPServer(
                 configuration: HTTPServerConfiguration(
                     threadCount: 4, loopbackOnly: true, maximumConnections: count + 100, minimumBytesPerSecond: 0)

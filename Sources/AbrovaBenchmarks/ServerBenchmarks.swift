@@ -1,11 +1,11 @@
 import AbrovaCore
 import AbrovaHTTP
+import AbrovaLocking
 import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Dispatch
 import Foundation
-import Synchronization
 
 /// The sync server over loopback HTTP against seed 001's design (one request per operation with
 /// an Idempotency-Key and a processed-operations table), both on the same HTTP server and SQLite
@@ -246,7 +246,7 @@ struct BenchmarkFailure: Error, CustomStringConvertible {
 /// returns the wall time until all are done.
 func runConcurrently(_ clients: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws -> Duration {
     let group = DispatchGroup()
-    let failure = Mutex<String?>(nil)
+    let failure = Protected<String?>(nil)
     let start = ContinuousClock.now
     for client in 0..<clients {
         group.enter()

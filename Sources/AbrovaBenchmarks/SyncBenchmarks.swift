@@ -1,12 +1,12 @@
 import AbrovaCore
 import AbrovaHTTP
+import AbrovaLocking
 import AbrovaSQLite
 import AbrovaServer
 import AbrovaStore
 import AbrovaSync
 import AbrovaTestSupport
 import Foundation
-import Synchronization
 
 /// The SDK end to end, against the real server on loopback HTTP: the initial sync of an empty
 /// device (documents per second and the device's peak memory, measured in a process of its own
@@ -335,7 +335,7 @@ struct SyncBenchmarks {
         }
         let cart = phone.collection("carts").document("c1")
         try await cart.setData(["n": -1])
-        let shown = Mutex<[Int64: ContinuousClock.Instant]>([:])
+        let shown = Protected<[Int64: ContinuousClock.Instant]>([:])
         let registration = await laptop.collection("carts").document("c1").addSnapshotListener { snapshot in
             guard let n = snapshot.data?.mapValue?["n"]?.intValue else { return }
             shown.withLock { $0[n] = $0[n] ?? .now }

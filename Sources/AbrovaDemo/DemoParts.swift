@@ -1,8 +1,8 @@
 import AbrovaHTTP
+import AbrovaLocking
 import AbrovaServer
 import AbrovaSync
 import Foundation
-import Synchronization
 
 /// Why the demo stopped before its end.
 public struct ShoppingCartDemoError: Error, Sendable, CustomStringConvertible {
@@ -126,7 +126,7 @@ final class DeviceEvents: SyncEngine.SyncListener {
 
     let device: String
     let output: @Sendable (String) -> Void
-    private let record = Mutex(Record())
+    private let record = Protected(Record())
 
     init(device: String, output: @escaping @Sendable (String) -> Void) {
         self.device = device

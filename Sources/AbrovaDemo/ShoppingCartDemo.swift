@@ -1,7 +1,7 @@
+import AbrovaLocking
 import AbrovaServer
 import AbrovaSync
 import Foundation
-import Synchronization
 
 /// A conflict a device was told of while its queued writes were settled.
 public struct ReportedConflict: Hashable, Sendable {
@@ -215,7 +215,7 @@ public enum ShoppingCartDemo {
     ) async throws -> Duration? {
         output("")
         output("6. Live: Ben's laptop shows the cart in a listener. Ana's phone sets milk to 3; nobody touches the laptop.")
-        let shownAt = Mutex<ContinuousClock.Instant?>(nil)
+        let shownAt = Protected<ContinuousClock.Instant?>(nil)
         let registration = await laptop.carts.document(cart).addSnapshotListener { snapshot in
             guard snapshot.data?.mapValue?["qty"]?.mapValue?["milk"] == 3 else { return }
             shownAt.withLock { $0 = $0 ?? .now }

@@ -1,10 +1,10 @@
 import AbrovaCore
 import AbrovaHTTP
+import AbrovaLocking
 import AbrovaServer
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
-import Synchronization
 
 /// The HTTP target's input: a request written as text, read leniently so that every input is a
 /// request. Lines end with `\n` (a `\r` before it is dropped); the first line is the method and the
@@ -129,10 +129,10 @@ public final class HTTPTarget: FuzzTarget {
         var inputs = 0
     }
 
-    private let server: Mutex<Server>
+    private let server: Protected<Server>
     /// What the service logged since the last input: the store's failures behind a 500.
     private let serviceLog: ServiceLog
-    private let healthChecks = Atomic<Int>(0)
+    private let healthChecks = Protected<Int>(0)
     static let inputsPerStore = 50_000
     static let inputsPerHealthCheck = 500
     static let wireLimits = WireLimits(maximumChanges: 16, maximumPageSize: 50)
@@ -145,7 +145,7 @@ public final class HTTPTarget: FuzzTarget {
     public init(fixtures: WireCorpus) throws {
         let log = ServiceLog()
         serviceLog = log
-        server = Mutex(try Self.makeServer(log: log))
+        server = Protected(try Self.makeServer(log: log))
         let credentials: [(String, String)] = [("x-api-key", "fuzz"), ("authorization", "Bearer ana")]
         var seeds: [[UInt8]] = [
             FuzzedRequest.text("GET", "/v1/health"),
@@ -202,7 +202,7 @@ public final class HTTPTarget: FuzzTarget {
 
     /// Lines the service logged, shared with its log closure.
     private final class ServiceLog: Sendable {
-        let lines = Mutex<[String]>([])
+        let lines = Protected<[String]>([])
     }
 
     private static func makeServer(log: ServiceLog) throws -> Server {
@@ -239,7 +239,9 @@ public final class HTTPTarget: FuzzTarget {
     }
 
     public func checkStillWorks() -> String? {
-        let number = healthChecks.add(1, ordering: .relaxed).newValue
+        let number = healthChecks.withLock {
+            $0 += 1; return $0
+        }
         let key = DocumentKey(collection: "health", id: "check-\(number)")
         let credentials = ["x-api-key": "fuzz", "authorization": "Bearer fuzz-health"]
         let push: PushRequest

@@ -1,5 +1,5 @@
+import AbrovaLocking
 import CMicroHTTPD
-import Synchronization
 
 extension HTTPResponse {
     /// A response the handler gives later, from any thread, through the responder `start` gets.
@@ -92,10 +92,10 @@ final class WaitingRequests: Sendable {
         var isClosed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Protected(State())
     /// Requests resumed (answered, or their client gone) whose request is not yet completed:
     /// `shutdown` waits for these as for the requests being answered.
-    let answeredRequests = Atomic<Int>(0)
+    let answeredRequests = Protected<Int>(0)
 
     /// Requests waiting for their answer now.
     var count: Int { state.withLock { $0.suspended.count } }
@@ -166,7 +166,7 @@ final class WaitingRequests: Sendable {
 
     /// Under the lock: once `close` returns, every connection it did not resume has been.
     private func resume(_ waiting: Waiting) {
-        answeredRequests.add(1, ordering: .sequentiallyConsistent)
+        answeredRequests.withLock { $0 += 1 }
         abrova_http_resume(waiting.connection.pointer)
     }
 
@@ -182,7 +182,7 @@ final class WaitingRequests: Sendable {
             // Never suspended still, since every connection is resumed before the daemon stops.
             let waiting = state.suspended.removeValue(forKey: id)
             if waiting == nil {
-                answeredRequests.subtract(1, ordering: .sequentiallyConsistent)
+                answeredRequests.withLock { $0 -= 1 }
             }
             return (state.answers.removeValue(forKey: id), waiting)
         }

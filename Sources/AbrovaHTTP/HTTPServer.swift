@@ -1,5 +1,5 @@
+import AbrovaLocking
 import CMicroHTTPD
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -39,7 +39,7 @@ public final class HTTPServer: Sendable {
     private let core: ServerCore
     /// The running daemon; nil once stopped. The lock also makes concurrent shutdowns wait for the
     /// first one.
-    private let daemon: Mutex<OpaquePointer?>
+    private let daemon: Protected<OpaquePointer?>
 
     /// Starts serving; `handler` is called on the server's threads, one call per request, with the
     /// whole body.
@@ -76,7 +76,7 @@ public final class HTTPServer: Sendable {
         }
         self.core = core
         self.port = abrova_http_bound_port(started)
-        self.daemon = Mutex(started)
+        self.daemon = Protected(started)
     }
 
     deinit {
@@ -86,7 +86,7 @@ public final class HTTPServer: Sendable {
     /// Requests being answered now, each holding a slot: from the end of their body until their
     /// answer is sent. A request waiting for its deferred answer holds none.
     public var requestsInFlight: Int {
-        core.admittedRequests.load(ordering: .relaxed)
+        core.admittedRequests.value
     }
 
     /// Requests waiting for their deferred answer (`HTTPResponse.deferred`), each with its
@@ -102,7 +102,7 @@ public final class HTTPServer: Sendable {
 
     /// Per-request states alive now; tests check that every one is released.
     var liveRequestStates: Int {
-        core.liveRequestStates.load(ordering: .relaxed)
+        core.liveRequestStates.value
     }
 
     /// Stops accepting connections, waits until requests in flight are answered (or `timeout`),
@@ -120,14 +120,14 @@ public final class HTTPServer: Sendable {
             guard let running = daemon else { return }
             // Sequentially consistent, paired with `answer`: either a request sees the flag and
             // is refused, or this loop sees it counted in `answeringRequests` and waits for it.
-            core.isShuttingDown.store(true, ordering: .sequentiallyConsistent)
+            core.isShuttingDown.withLock { $0 = true }
             abrova_http_quiesce(running)
             // libmicrohttpd 0.9.75 aborts when stopped with a connection suspended. A request
             // suspended before this is answered here; a handler that defers after it is refused.
             core.waiting.close(answering: .shuttingDown)
             let deadline = ContinuousClock.now.advanced(by: timeout)
-            while core.answeringRequests.load(ordering: .sequentiallyConsistent) > 0
-                || core.waiting.answeredRequests.load(ordering: .sequentiallyConsistent) > 0,
+            while core.answeringRequests.value > 0
+                || core.waiting.answeredRequests.value > 0,
                 ContinuousClock.now < deadline
             {
                 usleep(1_000)
@@ -253,11 +253,11 @@ private final class RequestState {
         self.core = core
         self.method = method
         self.path = path
-        core.liveRequestStates.add(1, ordering: .relaxed)
+        core.liveRequestStates.withLock { $0 += 1 }
     }
 
     deinit {
-        core.liveRequestStates.subtract(1, ordering: .relaxed)
+        core.liveRequestStates.withLock { $0 -= 1 }
     }
 }
 
@@ -268,12 +268,12 @@ private final class ServerCore: Sendable {
     let maximumConcurrentRequests: Int
     let unthrottledPaths: Set<String>
     /// Requests past the admission checks and not yet completed (`maximumConcurrentRequests`).
-    let admittedRequests = Atomic<Int>(0)
+    let admittedRequests = Protected<Int>(0)
     /// Requests whose body is in and whose answer is not yet sent: `shutdown` waits for these.
-    let answeringRequests = Atomic<Int>(0)
-    let isShuttingDown = Atomic<Bool>(false)
+    let answeringRequests = Protected<Int>(0)
+    let isShuttingDown = Protected<Bool>(false)
     /// `RequestState`s allocated and not yet freed.
-    let liveRequestStates = Atomic<Int>(0)
+    let liveRequestStates = Protected<Int>(0)
     /// Requests whose handler deferred the answer.
     let waiting = WaitingRequests()
 
@@ -325,7 +325,7 @@ private final class ServerCore: Sendable {
         if let ambiguity = HTTPHeadAmbiguity(headers: state.headers, repeatedHeaders: state.repeatedHeaders) {
             return respond(.ambiguous(ambiguity), to: state, on: connection)
         }
-        if isShuttingDown.load(ordering: .sequentiallyConsistent) {
+        if isShuttingDown.value {
             return respond(.shuttingDown, to: state, on: connection)
         }
         if let declared = state.headers["content-length"], exceeds(declared, maximumBodyBytes) {
@@ -371,15 +371,17 @@ private final class ServerCore: Sendable {
         // The slot is taken once the request is whole: a client that stalls in its headers or
         // its body holds a connection, never a slot.
         if !unthrottledPaths.contains(state.path) {
-            if admittedRequests.add(1, ordering: .relaxed).newValue > maximumConcurrentRequests {
-                admittedRequests.subtract(1, ordering: .relaxed)
-                return respond(.tooManyRequests(maximumConcurrentRequests), to: state, on: connection)
+            let hasSlot = admittedRequests.withLock { admitted in
+                guard admitted < maximumConcurrentRequests else { return false }
+                admitted += 1
+                return true
             }
+            guard hasSlot else { return respond(.tooManyRequests(maximumConcurrentRequests), to: state, on: connection) }
             state.isAdmitted = true
         }
-        answeringRequests.add(1, ordering: .sequentiallyConsistent)
+        answeringRequests.withLock { $0 += 1 }
         state.isAnswering = true
-        if isShuttingDown.load(ordering: .sequentiallyConsistent) {
+        if isShuttingDown.value {
             return respond(.shuttingDown, to: state, on: connection)
         }
         let request = HTTPRequest(
@@ -406,11 +408,11 @@ private final class ServerCore: Sendable {
         state.waitingID = id
         if state.isAdmitted {
             state.isAdmitted = false
-            admittedRequests.subtract(1, ordering: .relaxed)
+            admittedRequests.withLock { $0 -= 1 }
         }
         // After the suspension: from then on `shutdown` answers the request, and waits for that.
         state.isAnswering = false
-        answeringRequests.subtract(1, ordering: .sequentiallyConsistent)
+        answeringRequests.withLock { $0 -= 1 }
         start(HTTPResponder(requests: waiting, id: id))
         return true
     }
@@ -429,8 +431,8 @@ private final class ServerCore: Sendable {
     }
 
     func complete(_ state: RequestState) {
-        if state.isAdmitted { admittedRequests.subtract(1, ordering: .relaxed) }
-        if state.isAnswering { answeringRequests.subtract(1, ordering: .sequentiallyConsistent) }
+        if state.isAdmitted { admittedRequests.withLock { $0 -= 1 } }
+        if state.isAnswering { answeringRequests.withLock { $0 -= 1 } }
         if let id = state.waitingID { waiting.complete(id) }
     }
 }

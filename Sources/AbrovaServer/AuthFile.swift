@@ -1,7 +1,7 @@
 import AbrovaCore
+import AbrovaLocking
 import AbrovaWire
 import Foundation
-import Synchronization
 
 /// The credentials of an auth configuration file (`ConfiguredAuthenticator`), read again when the
 /// file changes: a token taken out of it stops working within `checkInterval`, without a restart.
@@ -27,7 +27,7 @@ public final class AuthFile: Authenticator {
     private let checkInterval: TimeInterval
     private let clock: @Sendable () -> Date
     private let log: @Sendable (String) -> Void
-    private let loaded: Mutex<Loaded>
+    private let loaded: Protected<Loaded>
 
     /// Reads the file.
     ///
@@ -42,7 +42,7 @@ public final class AuthFile: Authenticator {
         self.log = log
         let stamp = FileStamp(path: path)
         let authenticator = try Self.read(path, clock: clock)
-        loaded = Mutex(Loaded(authenticator: authenticator, stamp: stamp, failedStamp: nil, checkedAt: clock()))
+        loaded = Protected(Loaded(authenticator: authenticator, stamp: stamp, failedStamp: nil, checkedAt: clock()))
     }
 
     /// Reads the file again now. Returns whether its credentials are now in force; on failure the

@@ -1,6 +1,6 @@
+import AbrovaLocking
 import AbrovaPostgres
 import Foundation
-import Synchronization
 
 /// Hears the commits of every server process on one PostgreSQL database: a connection of its own
 /// `LISTEN`s on `channel`, and each push that wrote documents `NOTIFY`s it with its schema's name
@@ -23,9 +23,9 @@ final class PostgresCommitListener: CommitObservation {
 
     /// A flag the listener's thread checks between waits.
     final class Flag: Sendable {
-        private let value = Atomic<Bool>(false)
-        var isSet: Bool { value.load(ordering: .relaxed) }
-        func set() { value.store(true, ordering: .relaxed) }
+        private let value = Protected<Bool>(false)
+        var isSet: Bool { value.value }
+        func set() { value.withLock { $0 = true } }
     }
 
     private static func listen(url: String, schema: String, committed: @Sendable () -> Void, isCancelled: Flag) {

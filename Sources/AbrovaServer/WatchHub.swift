@@ -1,7 +1,7 @@
 import AbrovaCore
+import AbrovaLocking
 import Dispatch
 import Foundation
-import Synchronization
 
 /// The watches waiting for a change their caller may read (`GET /v1/watch`, Spec/protocol.md).
 ///
@@ -38,7 +38,7 @@ final class WatchHub: Sendable {
     private let maximumWatches: Int
     private let pageBytes: Int
     private let log: @Sendable (String) -> Void
-    private let state = Mutex(State())
+    private let state = Protected(State())
     /// Signalled when the hub has work: a change, a new watch, closing.
     private let wake = DispatchSemaphore(value: 0)
 

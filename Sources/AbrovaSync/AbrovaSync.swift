@@ -1,8 +1,8 @@
 import AbrovaCore
+import AbrovaLocking
 import AbrovaStore
 import AbrovaWire
 import Foundation
-import Synchronization
 
 /// The SDK's entry point: one per device store. `AbrovaSync.initialize(config:)` makes the shared
 /// one; `AbrovaSync(config:)` makes independent ones (two devices in one test process).
@@ -43,7 +43,7 @@ public final class AbrovaSync: Sendable {
     /// The engine that syncs it.
     var engine: SyncRunner { current.value.engine }
 
-    private static let sharedInstance = Mutex<AbrovaSync?>(nil)
+    private static let sharedInstance = Protected<AbrovaSync?>(nil)
 
     /// Makes the shared instance (replacing an earlier one).
     ///

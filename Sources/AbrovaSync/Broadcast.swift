@@ -1,5 +1,5 @@
+import AbrovaLocking
 import Foundation
-import Synchronization
 
 /// Sends each value to every subscriber's `AsyncStream`; any number may subscribe, and ending one
 /// affects no other. A new subscriber first gets the latest value (the instance's current session).
@@ -9,10 +9,10 @@ final class Broadcaster<Element: Sendable>: Sendable {
         var latest: Element?
     }
 
-    private let state: Mutex<State>
+    private let state: Protected<State>
 
     init(initial: Element? = nil) {
-        state = Mutex(State(latest: initial))
+        state = Protected(State(latest: initial))
     }
 
     /// A stream of the latest value (when there is one) and every value sent from now on.
@@ -49,11 +49,11 @@ final class Broadcaster<Element: Sendable>: Sendable {
     }
 }
 
-/// A value behind a lock, shareable by reference (a `Mutex` cannot be captured by closures).
+/// A `Sendable` value behind a lock, read and set as a property.
 final class Guarded<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
+    private let mutex: Protected<Value>
 
-    init(_ value: Value) { mutex = Mutex(value) }
+    init(_ value: Value) { mutex = Protected(value) }
 
     var value: Value {
         get { mutex.withLock { $0 } }
@@ -61,7 +61,7 @@ final class Guarded<Value: Sendable>: Sendable {
     }
 
     /// Changes the value in place, under the lock.
-    func update<Result>(_ body: (inout sending Value) -> sending Result) -> sending Result {
+    func update<Result>(_ body: (inout Value) -> Result) -> Result {
         mutex.withLock { body(&$0) }
     }
 }

@@ -2,7 +2,7 @@
     import CCurl
     import Dispatch
     import Foundation
-    import Synchronization
+    import AbrovaLocking
 
     /// `HTTPExchange` over libcurl's easy interface, the one on Linux.
     ///
@@ -21,7 +21,7 @@
     final class CurlExchange: HTTPExchange {
         private let maximumAnswerBytes: Int
         /// Handles not in use, each with its open connections.
-        private let idle = Mutex<[CurlHandle]>([])
+        private let idle = Protected<[CurlHandle]>([])
         /// How many idle handles are kept: the engine sends one request at a time, a probe may overlap.
         private static let keptHandles = 4
 
@@ -79,8 +79,8 @@
         }
 
         /// Set once the caller is cancelled; the transfer then aborts.
-        let isCancelled = Atomic<Bool>(false)
-        private let state = Mutex(State.notStarted)
+        let isCancelled = Protected<Bool>(false)
+        private let state = Protected(State.notStarted)
 
         /// Keeps `continuation` for the outcome; false when the caller was cancelled already (the
         /// continuation is not kept, the transfer must not start).
@@ -94,7 +94,7 @@
 
         /// Resumes the caller with a cancellation at once and flags the transfer to abort.
         func cancel() {
-            isCancelled.store(true, ordering: .releasing)
+            isCancelled.withLock { $0 = true }
             let waiting = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
                 defer { state = .ended }
                 guard case .waiting(let continuation) = state else { return nil }
@@ -205,7 +205,7 @@
                         { context, _, _, _, _ in
                             guard let context else { return 0 }
                             let answer = Unmanaged<ReceivedAnswer>.fromOpaque(context).takeUnretainedValue()
-                            return answer.transfer.isCancelled.load(ordering: .acquiring) ? 1 : 0
+                            return answer.transfer.isCancelled.value ? 1 : 0
                         }, context))
                 switch request.method {
                 case "GET" where request.body == nil: set(abrova_curl_set_long(easy, CURLOPT_HTTPGET, 1))
@@ -253,7 +253,7 @@
             switch code {
             case CURLE_OPERATION_TIMEDOUT:
                 return "no answer within \(timeout)"
-            case CURLE_ABORTED_BY_CALLBACK where answer.transfer.isCancelled.load(ordering: .acquiring):
+            case CURLE_ABORTED_BY_CALLBACK where answer.transfer.isCancelled.value:
                 return CurlTransfer.cancelled.reason
             case CURLE_COULDNT_CONNECT:
                 var error = 0

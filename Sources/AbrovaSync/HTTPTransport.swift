@@ -1,7 +1,7 @@
 import AbrovaCore
+import AbrovaLocking
 import AbrovaWire
 import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -52,7 +52,7 @@ package final class HTTPTransport: SyncTransport {
     /// How much longer than the server's idle time a watch may take: the idle answer's way back.
     static let watchMargin: Duration = .seconds(10)
     /// The server's watch idle time, once a health answer said it (or that it says nothing).
-    private let announcedWatchIdle = Mutex<Duration?>(nil)
+    private let announcedWatchIdle = Protected<Duration?>(nil)
 
     /// A transport to the server at `serverURL`.
     ///

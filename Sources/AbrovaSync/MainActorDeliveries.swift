@@ -1,4 +1,4 @@
-import Synchronization
+import AbrovaLocking
 
 /// Runs work on the main actor, one item at a time, in the order it was given: how the one-callback
 /// setters and the `SyncListener`s hear events, as Firestore's callbacks come on the main queue.
@@ -72,5 +72,5 @@ private final class Progress: Sendable {
         var lateCallers: [CheckedContinuation<Void, Never>] = []
     }
 
-    let state = Mutex(State())
+    let state = Protected(State())
 }

@@ -1,3 +1,4 @@
+import AbrovaLocking
 import Observation
 
 // What each channel hears of the events `SyncEvents` fans out: the streams, the one-callback
@@ -107,63 +108,85 @@ extension SyncEngine.SyncListener {
 
 // MARK: Observable status
 
+/// What a status object shows, and how each event changes it: one value for the `@Observable`
+/// status and, where Observation is missing (before iOS 17), the `ObservableObject` one.
+struct ShownStatus: Equatable, Sendable {
+    var syncState: SyncState = .idle
+    var pendingCount = 0
+    var connectionState: ConnectionState = .connecting
+    var lastRejection: DocumentRejection?
+    var progress = SyncProgress()
+
+    /// Whether `event` changes what a status shows: only those cross to the main actor (not every
+    /// document synced).
+    static func shows(_ event: SyncEvent) -> Bool {
+        switch event {
+        case .syncState, .pendingCount, .connectionState, .documentRejected, .progress: true
+        case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: false
+        }
+    }
+
+    mutating func show(_ event: SyncEvent) {
+        switch event {
+        case .syncState(let state): syncState = state
+        case .pendingCount(let count): pendingCount = count
+        case .connectionState(let state): connectionState = state
+        case .documentRejected(let rejection): lastRejection = rejection
+        case .progress(let step): progress = step
+        case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: break
+        }
+    }
+}
+
+/// The task that feeds a status object, cancelled when the object goes (from a `deinit` that is
+/// not isolated, which needs no newer runtime).
+final class StatusFollower: Sendable {
+    private let task = Protected<Task<Void, Never>?>(nil)
+
+    func start(_ task: Task<Void, Never>) { self.task.withLock { $0 = task } }
+
+    deinit { task.withLock { $0?.cancel() } }
+}
+
 extension AbrovaSync {
     /// The sync status for SwiftUI: an `@Observable` object on the main actor that follows the SDK's
     /// events, so a view that reads `syncState`, `pendingCount` or `progress` updates by itself.
+    /// (Before iOS 17 and macOS 14, `makeStatusObject()` gives an `ObservableObject`.)
     ///
     ///     @State private var status = AbrovaSync.shared.makeStatus()
     ///     Text(status.pendingCount == 0 ? "All synced" : "\(status.pendingCount) waiting")
+    @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     @MainActor @Observable
     public final class SyncStatus {
+        private var shown = ShownStatus()
         /// The sync state.
-        public private(set) var syncState: SyncState = .idle
+        public var syncState: SyncState { shown.syncState }
         /// Writes waiting to be sent.
-        public private(set) var pendingCount = 0
+        public var pendingCount: Int { shown.pendingCount }
         /// The connection to the server.
-        public private(set) var connectionState: ConnectionState = .connecting
+        public var connectionState: ConnectionState { shown.connectionState }
         /// The latest queued write the server refused.
-        public private(set) var lastRejection: DocumentRejection?
+        public var lastRejection: DocumentRejection? { shown.lastRejection }
         /// How far the latest sync run has come: changes sent, documents pulled, whether more pages
         /// wait (an initial sync's progress bar).
-        public private(set) var progress = SyncProgress()
+        public var progress: SyncProgress { shown.progress }
 
-        @ObservationIgnored private var follower: Task<Void, Never>?
+        @ObservationIgnored private let follower = StatusFollower()
 
         init(following events: SyncEvents) {
-            // Only what it shows crosses to the main actor (not every document synced).
-            let shown = events.stream { Self.shows($0) ? $0 : nil }
-            follower = Task { [weak self] in for await event in shown { self?.show(event) } }
-        }
-
-        isolated deinit {
-            follower?.cancel()
-        }
-
-        private nonisolated static func shows(_ event: SyncEvent) -> Bool {
-            switch event {
-            case .syncState, .pendingCount, .connectionState, .documentRejected, .progress: true
-            case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: false
-            }
-        }
-
-        private func show(_ event: SyncEvent) {
-            switch event {
-            case .syncState(let state): syncState = state
-            case .pendingCount(let count): pendingCount = count
-            case .connectionState(let state): connectionState = state
-            case .documentRejected(let rejection): lastRejection = rejection
-            case .progress(let step): progress = step
-            case .syncStarted, .syncCompleted, .syncFailed, .documentSynced, .conflictDetected: break
-            }
+            let shown = events.stream { ShownStatus.shows($0) ? $0 : nil }
+            follower.start(Task { [weak self] in for await event in shown { self?.shown.show(event) } })
         }
     }
 }
 
 /// `AbrovaSync.SyncStatus`, by its short name.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 public typealias SyncStatus = AbrovaSync.SyncStatus
 
 extension AbrovaSync {
     /// An observable status that follows this instance.
+    @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     @MainActor public func makeStatus() -> SyncStatus { SyncStatus(following: events) }
 }
 
@@ -179,6 +202,35 @@ extension AbrovaSync {
             let states = syncStateChanges
             let task = Task { for await state in states { subject.send(state) } }
             return subject.handleEvents(receiveCancel: { task.cancel() }).eraseToAnyPublisher()
+        }
+
+        /// The sync status as an `ObservableObject`, for apps before iOS 17 and macOS 14 (where
+        /// Observation is missing): the same figures as `makeStatus()`, published on the main actor.
+        ///
+        ///     @StateObject private var status = AbrovaSync.shared.makeStatusObject()
+        @MainActor public func makeStatusObject() -> SyncStatusObject { SyncStatusObject(following: events) }
+    }
+
+    /// The sync status as an `ObservableObject` (see `AbrovaSync.makeStatusObject()`).
+    @MainActor
+    public final class SyncStatusObject: ObservableObject {
+        @Published private var shown = ShownStatus()
+        /// The sync state.
+        public var syncState: SyncState { shown.syncState }
+        /// Writes waiting to be sent.
+        public var pendingCount: Int { shown.pendingCount }
+        /// The connection to the server.
+        public var connectionState: ConnectionState { shown.connectionState }
+        /// The latest queued write the server refused.
+        public var lastRejection: DocumentRejection? { shown.lastRejection }
+        /// How far the latest sync run has come.
+        public var progress: SyncProgress { shown.progress }
+
+        private let follower = StatusFollower()
+
+        init(following events: SyncEvents) {
+            let shown = events.stream { ShownStatus.shows($0) ? $0 : nil }
+            follower.start(Task { [weak self] in for await event in shown { self?.shown.show(event) } })
         }
     }
 #endif

@@ -1,5 +1,5 @@
+import AbrovaLocking
 import Foundation
-import Synchronization
 
 /// The one place the SDK tells the app anything. The engine and the instance emit each event once
 /// (`emit(_:)`); the hub hands it to the streams subscribed, then the one-callback setters, then
@@ -31,7 +31,7 @@ final class SyncEvents: Sendable {
         var listeners: [ObjectIdentifier: WeakListener] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Protected(State())
     private let mainActor = MainActorDeliveries()
 
     /// The latest sync state.

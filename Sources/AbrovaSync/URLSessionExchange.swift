@@ -1,5 +1,5 @@
+import AbrovaLocking
 import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -13,7 +13,7 @@ import Synchronization
 final class URLSessionExchange: HTTPExchange {
     /// URLSession takes the whole-request timeout per session (`timeoutIntervalForResource`), so
     /// a request allowed longer than the transport's timeout (a watch) has a session of its own.
-    private let sessions: Mutex<[Duration: Session]>
+    private let sessions: Protected<[Duration: Session]>
     private let timeout: Duration
     private let maximumAnswerBytes: Int
 
@@ -23,7 +23,7 @@ final class URLSessionExchange: HTTPExchange {
     init(timeout: Duration, maximumAnswerBytes: Int) {
         self.timeout = timeout
         self.maximumAnswerBytes = maximumAnswerBytes
-        sessions = Mutex([timeout: Session(timeout: timeout, maximumAnswerBytes: maximumAnswerBytes)])
+        sessions = Protected([timeout: Session(timeout: timeout, maximumAnswerBytes: maximumAnswerBytes)])
     }
 
     func send(_ request: HTTPExchangeRequest) async throws(HTTPExchangeFailure) -> HTTPAnswer {
@@ -144,7 +144,7 @@ final class TransferDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     private let maximumBytes: Int
-    private let transfers = Mutex<[Int: Transfer]>([:])
+    private let transfers = Protected<[Int: Transfer]>([:])
 
     init(maximumBytes: Int) {
         self.maximumBytes = maximumBytes

@@ -1,5 +1,5 @@
+import AbrovaLocking
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -48,7 +48,7 @@ public final class FaultProxy: Sendable {
     public let port: UInt16
     private let upstreamPort: UInt16
     private let listener: Int32
-    private let state = Mutex(State())
+    private let state = Protected(State())
 
     private struct State {
         var fault = Fault.none
@@ -267,13 +267,13 @@ private final class Connection: Sendable {
     let upstream: Int32
     let twin: Int32?
     /// The threads still using the sockets, and whether they are closed.
-    private let lifecycle: Mutex<(threadsLeft: Int, isClosed: Bool)>
+    private let lifecycle: Protected<(threadsLeft: Int, isClosed: Bool)>
 
     init(client: Int32, upstream: Int32, twin: Int32?) {
         self.client = client
         self.upstream = upstream
         self.twin = twin
-        lifecycle = Mutex((threadsLeft: twin == nil ? 2 : 3, isClosed: false))
+        lifecycle = Protected((threadsLeft: twin == nil ? 2 : 3, isClosed: false))
     }
 
     private var descriptors: [Int32] { [client, upstream] + (twin.map { [$0] } ?? []) }

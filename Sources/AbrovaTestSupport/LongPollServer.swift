@@ -1,5 +1,5 @@
+import AbrovaLocking
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -52,7 +52,7 @@ public final class LongPollServer: Sendable {
     public var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     private let listener: Int32
-    private let state: Mutex<State>
+    private let state: Protected<State>
 
     private struct State {
         var script: @Sendable (Request) -> Reply
@@ -70,7 +70,7 @@ public final class LongPollServer: Sendable {
     ///
     /// - Throws: `RawHTTPConnection.Failure` when the listening socket cannot be made.
     public init(_ script: @escaping @Sendable (Request) -> Reply) throws {
-        state = Mutex(State(script: script))
+        state = Protected(State(script: script))
         listener = try Socket.listen()
         port = try Socket.localPort(listener)
         let server = self

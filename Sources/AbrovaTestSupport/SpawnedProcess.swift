@@ -1,5 +1,5 @@
+import AbrovaLocking
 import Foundation
-import Synchronization
 
 /// A child process started with `posix_spawn`, for tests and benchmarks that run a program of
 /// their own. Not `Foundation.Process`: on Linux its `run()` now and then crashes the whole test
@@ -48,7 +48,7 @@ public final class SpawnedProcess: Sendable {
     public let input: FileHandle?
     /// The read end of the child's standard output, when it is `.pipe`.
     public let output: FileHandle?
-    private let state = Mutex<Termination?>(nil)
+    private let state = Protected<Termination?>(nil)
 
     /// Starts `executable` (a path; no search of `PATH`) with `arguments` (after its own path as
     /// `argv[0]`) and exactly `environment`.

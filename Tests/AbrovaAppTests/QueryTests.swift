@@ -1,6 +1,5 @@
 import AbrovaSync
 import Foundation
-import Synchronization
 import Testing
 
 /// Firestore-shaped queries, as an app writes them, against `abrova serve`: one device writes, the
@@ -128,15 +127,17 @@ import Testing
 
 /// What a listener heard, in order.
 final class Heard: Sendable {
-    private let counts = Mutex<[Int]>([])
+    // NSLock, as an app on iOS 16 would (Synchronization's Mutex needs iOS 18).
+    private let lock = NSLock()
+    nonisolated(unsafe) private var counts: [Int] = []
 
-    func add(_ count: Int) { counts.withLock { $0.append(count) } }
+    func add(_ count: Int) { lock.withLock { counts.append(count) } }
 
     /// Whether the counts heard come to satisfy `isDone` within 5 seconds.
     func eventually(_ isDone: ([Int]) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(5)
         while ContinuousClock.now < deadline {
-            if isDone(counts.withLock { $0 }) { return true }
+            if isDone(lock.withLock { counts }) { return true }
             try? await Task.sleep(for: .milliseconds(10))
         }
         return false

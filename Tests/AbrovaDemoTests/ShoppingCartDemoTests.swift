@@ -1,6 +1,6 @@
+import AbrovaLocking
 import AbrovaSync
 import Foundation
-import Synchronization
 import Testing
 
 @testable import AbrovaDemo
@@ -9,7 +9,7 @@ import Testing
 @Suite struct ShoppingCartDemoTests {
     /// The story's printed lines, collected from whichever thread prints them.
     final class Lines: Sendable {
-        private let storage = Mutex<[String]>([])
+        private let storage = Protected<[String]>([])
         func append(_ line: String) { storage.withLock { $0.append(line) } }
         var all: [String] { storage.withLock { $0 } }
     }

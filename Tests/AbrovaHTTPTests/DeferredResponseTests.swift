@@ -1,6 +1,6 @@
+import AbrovaLocking
 import AbrovaTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 @testable import AbrovaHTTP
@@ -339,14 +339,14 @@ func waitBlocking(_ condition: () -> Bool) throws {
 
 /// The responders of deferred requests, in the order their requests came.
 final class Responders: Sendable {
-    private let kept = Mutex<[HTTPResponder]>([])
+    private let kept = Protected<[HTTPResponder]>([])
     func add(_ responder: HTTPResponder) { kept.withLock { $0.append(responder) } }
     var all: [HTTPResponder] { kept.withLock { $0 } }
 }
 
 /// A count that any thread adds to.
 final class Tally: Sendable {
-    private let value = Atomic<Int>(0)
-    func add() { value.add(1, ordering: .sequentiallyConsistent) }
-    var count: Int { value.load(ordering: .sequentiallyConsistent) }
+    private let value = Protected<Int>(0)
+    func add() { value.withLock { $0 += 1 } }
+    var count: Int { value.value }
 }

@@ -1,7 +1,7 @@
+import AbrovaLocking
 import AbrovaTestSupport
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 
 @testable import AbrovaHTTP
@@ -375,35 +375,35 @@ func waitUntil(timeout: Duration = .seconds(30), _ condition: () throws -> Bool)
 
 /// What a test server's handler saw, in order.
 final class Recorder: Sendable {
-    private let seen = Mutex<[HTTPRequest]>([])
+    private let seen = Protected<[HTTPRequest]>([])
     func record(_ request: HTTPRequest) { seen.withLock { $0.append(request) } }
     var requests: [HTTPRequest] { seen.withLock { $0 } }
 }
 
 /// Holds handlers until released.
 final class Gate: Sendable {
-    private let enteredCount = Atomic<Int>(0)
+    private let enteredCount = Protected<Int>(0)
     private let semaphore = DispatchSemaphore(value: 0)
-    private let isOpen = Atomic<Bool>(false)
+    private let isOpen = Protected<Bool>(false)
 
-    var entered: Int { enteredCount.load(ordering: .sequentiallyConsistent) }
+    var entered: Int { enteredCount.value }
 
     /// Blocks the calling (server) thread until `release`; at most 30 seconds, so a failing test
     /// does not hang the run.
     func hold() {
-        enteredCount.add(1, ordering: .sequentiallyConsistent)
-        if isOpen.load(ordering: .sequentiallyConsistent) { return }
+        enteredCount.withLock { $0 += 1 }
+        if isOpen.value { return }
         _ = semaphore.wait(timeout: .now() + 30)
     }
 
     func release() {
-        isOpen.store(true, ordering: .sequentiallyConsistent)
+        isOpen.withLock { $0 = true }
         for _ in 0..<entered { semaphore.signal() }
     }
 }
 
 final class Flag: Sendable {
-    private let value = Atomic<Bool>(false)
-    var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
-    func set() { value.store(true, ordering: .sequentiallyConsistent) }
+    private let value = Protected<Bool>(false)
+    var isSet: Bool { value.value }
+    func set() { value.withLock { $0 = true } }
 }

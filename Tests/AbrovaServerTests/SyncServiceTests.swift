@@ -1,8 +1,8 @@
 import AbrovaCore
+import AbrovaLocking
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
-import Synchronization
 import Testing
 
 @_spi(Testing) @testable import AbrovaServer
@@ -11,8 +11,8 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
 
 /// A value shared between test tasks and the code under test.
 final class Locked<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ value: Value) { storage = Mutex(value) }
+    private let storage: Protected<Value>
+    init(_ value: Value) { storage = Protected(value) }
     var value: Value { storage.withLock { $0 } }
     func update<Result: Sendable>(_ body: @Sendable (inout Value) -> Result) -> Result { storage.withLock { body(&$0) } }
 }

@@ -1,16 +1,16 @@
 import AbrovaCore
 import AbrovaHTTP
+import AbrovaLocking
 @_spi(Testing) import AbrovaServer
 import AbrovaSync
 import AbrovaTestSupport
 import AbrovaWire
 import Foundation
-import Synchronization
 
 /// A value shared between test tasks and the code under test (server threads, URLSession's queue).
 final class Locked<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ value: Value) { storage = Mutex(value) }
+    private let storage: Protected<Value>
+    init(_ value: Value) { storage = Protected(value) }
     var value: Value { storage.withLock { $0 } }
     func update<Result: Sendable>(_ body: (inout Value) -> Result) -> Result { storage.withLock { body(&$0) } }
 }

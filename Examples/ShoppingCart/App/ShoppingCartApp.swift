@@ -4,7 +4,8 @@
     import SwiftUI
 
     /// The example app: one cart, a sync-status bar with the pending count, and a banner when the
-    /// server refused a queued write. (Apple platforms only: not built on Linux.)
+    /// server refused a queued write. (Apple platforms only: not built on Linux; iOS 17 / macOS 14
+    /// and later, for Observation.)
     @main
     struct ShoppingCartApp: App {
         @State private var model: CartModel

@@ -7,6 +7,8 @@ import Observation
 /// without hopping by hand. (Built and tested on Linux; the SwiftUI view beside it is not.)
 ///
 /// The cart is one document: `items`, a set of item names, and `qty`, a map from item to quantity.
+/// (Observation needs iOS 17; an app for iOS 16 would make it an `ObservableObject`.)
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor @Observable
 public final class CartModel {
     /// One line of the cart.
