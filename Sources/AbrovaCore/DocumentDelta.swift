@@ -1,7 +1,7 @@
 /// A client's unsent change to one document: what it did, and the base version of each part.
 ///
-/// The parts apply in a fixed order: `create`, `removals`, `fieldRemovals`, `assignments`,
-/// `setChanges`, `delete`.
+/// The parts apply in a fixed order: `create` (or `createIfMissing`), `removals`, `fieldRemovals`,
+/// `assignments`, `setChanges`, `delete`.
 /// A base is the document version the client had seen when it first touched that part; the server
 /// counts a field as "changed on the server" when its version is newer than the base.
 /// See Spec/conflicts.md.
@@ -48,6 +48,10 @@ public struct DocumentDelta: Hashable, Sendable {
 
     /// When set, the document is (re)created with no fields (every field is removed) first.
     public var create: Version?
+    /// When set, a document that does not exist where the change is applied is first created
+    /// with no fields, as `create` does; one that exists is left as it is (`setData(_:merge:)`,
+    /// written by a device that has not seen the document). Never set beside `create`.
+    public var createIfMissing: Version?
     /// Paths removed with everything under them.
     public internal(set) var removals: [FieldPath: Version]
     /// Fields removed at exactly their path; what lies under them stays. Composition leaves these
@@ -114,13 +118,15 @@ public struct DocumentDelta: Hashable, Sendable {
 
     // Equality is about the parts: `deepestPath` is bookkeeping.
     public static func == (left: DocumentDelta, right: DocumentDelta) -> Bool {
-        left.create == right.create && left.delete == right.delete && left.removals == right.removals
+        left.create == right.create && left.createIfMissing == right.createIfMissing && left.delete == right.delete
+            && left.removals == right.removals
             && left.fieldRemovals == right.fieldRemovals && left.assignments == right.assignments
             && left.setChanges == right.setChanges
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(create)
+        hasher.combine(createIfMissing)
         hasher.combine(delete)
         hasher.combine(removals)
         hasher.combine(fieldRemovals)
@@ -138,12 +144,12 @@ public struct DocumentDelta: Hashable, Sendable {
 
     /// Whether the change does nothing at all.
     public var isEmpty: Bool {
-        create == nil && delete == nil && !hasFieldParts
+        create == nil && createIfMissing == nil && delete == nil && !hasFieldParts
     }
 
     /// Whether the change touches fields (or creates the document), as opposed to only deleting it.
     public var hasEdits: Bool {
-        create != nil || hasFieldParts
+        create != nil || createIfMissing != nil || hasFieldParts
     }
 
     private var hasFieldParts: Bool {
@@ -154,6 +160,7 @@ public struct DocumentDelta: Hashable, Sendable {
     public var earliestBase: Version {
         var earliest = earliestFieldBase
         if let create { earliest = min(earliest ?? create, create) }
+        if let createIfMissing { earliest = min(earliest ?? createIfMissing, createIfMissing) }
         if let delete { earliest = min(earliest ?? delete, delete) }
         return earliest ?? .zero
     }
@@ -161,6 +168,7 @@ public struct DocumentDelta: Hashable, Sendable {
     /// The latest base of any part (`Version.zero` for an empty change).
     public var latestBase: Version {
         var latest = create ?? .zero
+        if let createIfMissing { latest = max(latest, createIfMissing) }
         if let delete { latest = max(latest, delete) }
         for base in removals.values { latest = max(latest, base) }
         for base in fieldRemovals.values { latest = max(latest, base) }
@@ -200,6 +208,55 @@ public struct DocumentDelta: Hashable, Sendable {
             }
         }
         return delta
+    }
+
+    /// `setData(_:merge: true)`: each leaf of `data` is assigned at its path (a map is merged into
+    /// what is there, not replaced); the other fields stay. `documentExists` is whether the
+    /// writer's view holds the document: when it does not, the change also creates the document
+    /// where it is missing (`createIfMissing`), and leaves it as it is where it exists.
+    ///
+    /// - Throws: `ValueError` naming the field when a value cannot be stored.
+    public static func setMerging(_ data: [String: Value], base: Version, documentExists: Bool) throws(ValueError) -> DocumentDelta {
+        var delta = DocumentDelta()
+        if !documentExists { delta.createIfMissing = base }
+        // Leaves of distinct top-level names never overlap: they go straight in.
+        for (key, value) in data {
+            let path = try FieldPath(segments: [key])
+            try value.validate(at: path, depth: 1)
+            for (leafPath, leaf) in value.leaves(at: path) {
+                delta.assignments[leafPath] = Assignment(value: leaf, base: base)
+                delta.deepestPath = max(delta.deepestPath, leafPath.depth)
+            }
+        }
+        return delta
+    }
+
+    /// `setData(_:merge: true)` as a device makes it from its `confirmed` state of the document
+    /// and its `view` (with its pending changes): merged into the document it shows; where it
+    /// shows none and nothing of its own is pending there, also creating it where it is missing,
+    /// which the server decides (another device may have created it); where its own pending
+    /// change removed or hid it, a create. So a `createIfMissing` only ever starts a device's
+    /// change to a document, and composing keeps it exact.
+    ///
+    /// - Throws: `ValueError` naming the field when a value cannot be stored.
+    public static func setMerging(
+        _ data: [String: Value], base: Version, confirmed: DocumentState, view: DocumentState
+    ) throws(ValueError) -> DocumentDelta {
+        if view.exists || view == confirmed {
+            return try setMerging(data, base: base, documentExists: view.exists)
+        }
+        return try create(data, base: base)
+    }
+
+    /// This change as it acts on a document that exists (`documentExists`) or not: without its
+    /// `createIfMissing`, which is nothing where the document exists and a `create` where it does
+    /// not.
+    public func resolvingCreateIfMissing(documentExists: Bool) -> DocumentDelta {
+        guard let base = createIfMissing else { return self }
+        var result = self
+        result.createIfMissing = nil
+        if !documentExists { result.create = base }
+        return result
     }
 
     /// `updateData`: assigns paths (a map replaces the subtree), removes paths, adds to and removes
@@ -310,10 +367,22 @@ public struct DocumentDelta: Hashable, Sendable {
     /// The later change's paths are taken in path order within each part: one taken first can pass
     /// its base on to an overlapping one.
     public mutating func compose(with later: DocumentDelta) {
+        var later = later
+        if let base = later.createIfMissing {
+            // After a create the document exists: the later one changes nothing. After a delete it
+            // does not: the later one is a create. After edits alone, the earliest one stays.
+            later.createIfMissing = nil
+            if delete != nil {
+                later.create = base
+            } else if create == nil {
+                createIfMissing = min(createIfMissing ?? base, base)
+            }
+        }
         deepestPath = max(deepestPath, later.deepestPath)
         if hasNestedPaths { notePrefixes(of: later) }
         if let createBase = later.create {
-            let bases = [createBase, create, delete].compactMap { $0 }
+            let bases = [createBase, create, createIfMissing, delete].compactMap { $0 }
+            createIfMissing = nil
             retire { _ in true }
             create = bases.min()
             delete = nil
@@ -371,6 +440,7 @@ public struct DocumentDelta: Hashable, Sendable {
         var earliest: Version?
         func consider(_ base: Version) { earliest = min(earliest ?? base, base) }
         create.map(consider)
+        createIfMissing.map(consider)
         delete.map(consider)
         var prefix = path
         while !prefix.isRoot {
@@ -498,7 +568,8 @@ public struct DocumentDelta: Hashable, Sendable {
             else { continue }
             var pruned = change
             pruned.removes = change.removes.filter(holds)
-            let setStays = create == nil && fieldRemovals[path] == nil && !removals.keys.contains { path.isWithin($0) }
+            let setStays =
+                create == nil && createIfMissing == nil && fieldRemovals[path] == nil && !removals.keys.contains { path.isWithin($0) }
             result.setChanges[path] = pruned.adds.isEmpty && pruned.removes.isEmpty && setStays ? nil : pruned
         }
         return result
@@ -509,6 +580,7 @@ extension DocumentState {
     /// Applies a change unconditionally, as the device does for its own view: every part takes
     /// effect, written at `version`.
     public mutating func applyLocally(_ delta: DocumentDelta, at version: Version) {
+        let delta = delta.resolvingCreateIfMissing(documentExists: exists)
         if delta.create != nil {
             setExistence(true, at: version)
             removeSubtree(.root, at: version)

@@ -5,12 +5,15 @@
 package struct ObservedSets: Equatable, Sendable {
     /// Each set's path and elements.
     package private(set) var sets: [FieldPath: Set<Value>]
+    /// Whether the document exists: what a `createIfMissing` does depends on it.
+    private var documentExists: Bool
 
     /// The sets of `state`, or `nil` when a set there overlaps another live field (one path within
     /// the other, as joined concurrent writes can leave them): a write to such a set starts it anew,
     /// which only the whole state can tell.
     package init?(_ state: DocumentState) {
         sets = [:]
+        documentExists = state.exists
         for (path, field) in state.fields {
             guard case .set(let set) = field else { continue }
             if state.replacesLiveFields(path) { return nil }
@@ -19,11 +22,12 @@ package struct ObservedSets: Equatable, Sendable {
     }
 
     /// Applies `delta` as `DocumentState.applyLocally(_:at:)` does, as far as sets go: a create
-    /// removes every set; a removal, the sets within its path; a field removal, the set at its
-    /// path; an assignment, the sets it overlaps; a set change changes its set in place, or
+    /// (or a `createIfMissing` of a document that does not exist) removes every set; a removal,
+    /// the sets within its path; a field removal, the set at its path; an assignment, the sets it overlaps; a set change changes its set in place, or
     /// starts it anew with its adds (after removing the sets it overlaps) where there is none.
     package mutating func apply(_ delta: DocumentDelta) {
-        if delta.create != nil { sets.removeAll() }
+        if delta.create != nil || delta.createIfMissing != nil && !documentExists { sets.removeAll() }
+        if delta.create != nil || delta.createIfMissing != nil { documentExists = true }
         for path in delta.removals.keys { removeSets { $0.isWithin(path) } }
         for path in delta.fieldRemovals.keys { sets[path] = nil }
         for path in delta.assignments.keys { removeSets { $0.overlaps(path) } }
@@ -36,6 +40,7 @@ package struct ObservedSets: Equatable, Sendable {
                 sets[path] = change.adds
             }
         }
+        if delta.delete != nil { documentExists = false }
     }
 
     private mutating func removeSets(where matches: (FieldPath) -> Bool) {

@@ -30,6 +30,7 @@ extension DocumentDelta {
         }
         var result = self
         result.create = create.map { rebase($0, nil) }
+        result.createIfMissing = createIfMissing.map { rebase($0, nil) }
         result.delete = delete.map { rebase($0, nil) }
         for (path, base) in removals { result.removals[path] = rebase(base, path) }
         for (path, base) in fieldRemovals { result.fieldRemovals[path] = rebase(base, path) }

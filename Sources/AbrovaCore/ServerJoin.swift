@@ -20,6 +20,8 @@ extension ConflictStrategy {
         _ delta: DocumentDelta, to state: inout DocumentState, version: Version,
         maximumBytes: Int = ValueLimits.maximumDocumentBytes
     ) throws(ValueError) -> JoinReport {
+        // A `createIfMissing` is decided by the document as the server has it.
+        let delta = delta.resolvingCreateIfMissing(documentExists: state.exists)
         if state.isPristine { return try Self.applyToNew(delta, state: &state, version: version, maximumBytes: maximumBytes) }
         return try applyInFull(delta, to: &state, version: version, maximumBytes: maximumBytes)
     }
@@ -29,7 +31,9 @@ extension ConflictStrategy {
         _ delta: DocumentDelta, to state: inout DocumentState, version: Version,
         maximumBytes: Int = ValueLimits.maximumDocumentBytes
     ) throws(ValueError) -> JoinReport {
-        var join = ServerJoin(delta: delta, strategy: self, version: version, maximumBytes: maximumBytes)
+        var join = ServerJoin(
+            delta: delta.resolvingCreateIfMissing(documentExists: state.exists), strategy: self, version: version,
+            maximumBytes: maximumBytes)
         return try join.run(on: &state)
     }
 

@@ -191,24 +191,31 @@ package actor LocalStore {
         switch operation {
         case .set(let data):
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                base in
-                try DocumentDelta.create(data, base: base)
+                document in
+                try DocumentDelta.create(data, base: document.confirmed.version)
+            }
+        case .setMerging(let data):
+            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
+                document in
+                try DocumentDelta.setMerging(data, base: document.confirmed.version, confirmed: document.confirmed, view: document.view)
             }
         case .update(let assignments, let removals, let setAdd, let setRemove):
-            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) { base in
-                try DocumentDelta.update(set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
+            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
+                document in
+                try DocumentDelta.update(
+                    set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: document.confirmed.version)
             }
         case .delete:
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                base in
-                DocumentDelta.delete(base: base)
+                document in
+                DocumentDelta.delete(base: document.confirmed.version)
             }
         }
     }
 
     private func writeTranslated(
         _ key: DocumentKey, requiresExisting: Bool, asWritten: Bool, alongside: ((Database) throws -> Void)?,
-        afterCommit: ((inout StoreMemory) -> Void)?, _ makeDelta: (Version) throws -> DocumentDelta
+        afterCommit: ((inout StoreMemory) -> Void)?, _ makeDelta: (CachedDocument) throws -> DocumentDelta
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         do {
             try key.validate()
@@ -229,7 +236,7 @@ package actor LocalStore {
                 }
                 let delta: DocumentDelta
                 do {
-                    delta = try makeDelta(document.confirmed.version)
+                    delta = try makeDelta(document)
                 } catch let error as ValueError {
                     throw StoreError(error)
                 }

@@ -87,6 +87,8 @@ extension LocalStore {
             do {
                 switch resolution {
                 case .set(let data): delta = try DocumentDelta.create(data, base: confirmed.version)
+                case .setMerging(let data):
+                    delta = try DocumentDelta.setMerging(data, base: confirmed.version, confirmed: confirmed, view: confirmed)
                 case .delete: delta = DocumentDelta.delete(base: confirmed.version)
                 case .update(let assignments, let removals, let setAdd, let setRemove):
                     delta = try DocumentDelta.update(

@@ -202,7 +202,7 @@ public enum OperationType: String, Hashable, Sendable {
     /// What a change does, as the app would name it: a delete, a create (`setData`, `add`) or an
     /// update.
     package init(_ delta: DocumentDelta) {
-        self = delta.delete != nil ? .delete : delta.create != nil ? .create : .update
+        self = delta.delete != nil ? .delete : delta.create != nil || delta.createIfMissing != nil ? .create : .update
     }
 }
 
@@ -372,6 +372,9 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 package enum WriteOperation: Sendable {
     /// Replace the document with exactly these fields (creating it).
     case set([String: Value])
+    /// Merge these fields into the document, leaf by leaf (a map merges into the map there), and
+    /// leave its other fields; create it when there is none (`setData(_:merge: true)`).
+    case setMerging([String: Value])
     /// Assign, remove, and change sets by path; the document must exist.
     case update(set: [FieldPath: Value], remove: [FieldPath], setAdd: [FieldPath: [Value]], setRemove: [FieldPath: [Value]])
     /// Delete the document.

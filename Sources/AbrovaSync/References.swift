@@ -122,10 +122,36 @@ extension AbrovaSync {
             try await setData(data.mapValues(\.documentValue))
         }
 
+        /// With `merge: true`, writes these fields into the document leaf by leaf (a map merges
+        /// into the map there) and leaves its other fields, creating the document when there is
+        /// none; with `merge: false`, `setData(_:)`. A device that has never seen the document
+        /// lets the server decide: its fields stay where it exists there (Spec/conflicts.md).
+        ///
+        ///     try await cart.setData(["qty": ["milk": 2]], merge: true)   // qty.eggs stays
+        @discardableResult
+        public func setData(_ data: [String: Value], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            guard merge else { return try await setData(data) }
+            let key = key
+            return try await sync.write(key) { store, online in try await store.write(.setMerging(data), for: key, asWritten: online) }
+        }
+
+        /// `setData(_:merge:)` with Swift values.
+        @_disfavoredOverload
+        @discardableResult
+        public func setData(_ data: [String: any ValueConvertible], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await setData(data.mapValues(\.documentValue), merge: merge)
+        }
+
         /// Replaces the document with `value` encoded.
         @discardableResult
         public func setData(from value: some Encodable) async throws(AbrovaSyncError) -> DocumentSnapshot {
             try await setData(try encodeDocument(value))
+        }
+
+        /// Writes `value` encoded, merged into the document as `setData(_:merge:)` does.
+        @discardableResult
+        public func setData(from value: some Encodable, merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await setData(try encodeDocument(value), merge: merge)
         }
 
         /// Updates fields by dotted path: values, removals and set changes (`FieldValue`).

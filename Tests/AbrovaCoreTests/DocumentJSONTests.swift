@@ -107,7 +107,7 @@ import Testing
                 var state = DocumentState()
                 var operations: [Operation] = []
                 for _ in 0..<choices.int(in: 1...8) {
-                    var operation = Generate.operation(&choices, view: state)
+                    var operation = Generate.operation(&choices, view: state, afterPending: !operations.isEmpty)
                     if case .update(let set, let remove, let add, let removeElements) = operation, !choices.chance(oneIn: 4) {
                         // Mostly top-level paths with leaf values: what the rendering follows.
                         func flat<V>(_ entries: [FieldPath: V]) -> [FieldPath: V] {

@@ -68,8 +68,11 @@ struct FixtureCase {
             server = try Self.applyUncontested(operation, to: server)
         }
         var change = DocumentDelta()
+        var view = snapshot
         for operation in fixture[try FieldPath("client")]?.arrayValue ?? [] {
-            change.compose(with: try Self.delta(for: operation, base: snapshot.version))
+            let delta = try Self.delta(for: operation, base: snapshot.version, confirmed: snapshot, view: view)
+            change.compose(with: delta)
+            view.applyLocally(delta, at: view.version.next)
         }
         change = change.droppingUnobservedRemoves(confirmed: snapshot)
         let result = try strategy.apply(change, to: server, version: server.version.next)
@@ -90,14 +93,15 @@ struct FixtureCase {
     /// Applies an operation made by someone who saw the latest state: it can never conflict.
     static func applyUncontested(_ operation: Value, to state: DocumentState) throws -> DocumentState {
         let result = try ConflictStrategy.serverWins.apply(
-            delta(for: operation, base: state.version), to: state,
+            delta(for: operation, base: state.version, confirmed: state, view: state), to: state,
             version: state.version.next)
         #expect(result.conflicts.isEmpty)
         return result.state
     }
 
     /// The delta for one fixture operation.
-    static func delta(for operation: Value, base: Version) throws -> DocumentDelta {
+    /// `confirmed` and `view` are the device's states before it (they differ once its own changes are pending).
+    static func delta(for operation: Value, base: Version, confirmed: DocumentState, view: DocumentState) throws -> DocumentDelta {
         guard let fields = operation.mapValue else { throw FixtureError("an operation is not a map") }
         switch fields["op"]?.stringValue {
         case "create":
@@ -116,6 +120,8 @@ struct FixtureCase {
                 base: base)
         case "delete":
             return DocumentDelta.delete(base: base)
+        case "setMerge":
+            return try DocumentDelta.setMerging(fields["data"]?.mapValue ?? [:], base: base, confirmed: confirmed, view: view)
         default:
             throw FixtureError("unknown op in \(operation)")
         }

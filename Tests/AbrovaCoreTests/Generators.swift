@@ -4,6 +4,8 @@ import AbrovaTestSupport
 /// An app-level operation on one document, as the SDK would turn it into a delta.
 enum Operation: CustomStringConvertible {
     case create([String: Value])
+    /// `setData(_:merge: true)` by a device whose view has the document (or not).
+    case setMerging([String: Value], documentExists: Bool)
     case update(set: [FieldPath: Value], remove: [FieldPath], add: [FieldPath: [Value]], removeElements: [FieldPath: [Value]])
     case delete
 
@@ -12,6 +14,8 @@ enum Operation: CustomStringConvertible {
         case .create(let data):
             // Generated values are valid, so the builders cannot throw here.
             return (try? DocumentDelta.create(data, base: base)) ?? DocumentDelta()
+        case .setMerging(let data, let documentExists):
+            return (try? DocumentDelta.setMerging(data, base: base, documentExists: documentExists)) ?? DocumentDelta()
         case .update(let set, let remove, let add, let removeElements):
             return (try? DocumentDelta.update(set: set, remove: remove, setAdd: add, setRemove: removeElements, base: base))
                 ?? DocumentDelta()
@@ -23,6 +27,7 @@ enum Operation: CustomStringConvertible {
     var description: String {
         switch self {
         case .create(let data): "create(\(Value.map(data)))"
+        case .setMerging(let data, let documentExists): "setMerging(\(Value.map(data)), exists: \(documentExists))"
         case .update(let set, let remove, let add, let removeElements):
             "update("
                 + [
@@ -60,13 +65,21 @@ enum Generate {
     }
 
     /// An operation that makes sense on a device whose view is `view`.
-    static func operation(_ choices: inout Choices, view: DocumentState) -> Operation {
+    /// `afterPending`: the device has a pending change to the document (`view` is not what it
+    /// confirmed).
+    static func operation(_ choices: inout Choices, view: DocumentState, afterPending: Bool = false) -> Operation {
         guard view.exists else {
-            return choices.chance(oneIn: 5) ? .delete : .create(data(&choices))
+            switch choices.below(5) {
+            case 0: return .delete
+            // As `DocumentDelta.setMerging(_:base:confirmed:view:)` decides.
+            case 1: return afterPending ? .create(nestedData(&choices)) : .setMerging(nestedData(&choices), documentExists: false)
+            default: return .create(data(&choices))
+            }
         }
-        switch choices.below(10) {
+        switch choices.below(11) {
         case 0: return .create(data(&choices))
         case 1: return .delete
+        case 2: return .setMerging(nestedData(&choices), documentExists: true)
         default:
             var set: [FieldPath: Value] = [:]
             var remove: [FieldPath] = []
@@ -87,6 +100,17 @@ enum Generate {
             }
             return .update(set: set, remove: remove, add: add, removeElements: removeElements)
         }
+    }
+
+    /// Data whose maps a merging set opens: `a` may hold `{x, y}` (the paths `a.x`, `a.y`).
+    static func nestedData(_ choices: inout Choices) -> [String: Value] {
+        var data = self.data(&choices)
+        if choices.chance(oneIn: 2) {
+            var inner: [String: Value] = [:]
+            for _ in 0..<choices.int(in: 1...2) { inner[choices.element(of: ["x", "y"])] = value(&choices) }
+            data["a"] = .map(inner)
+        }
+        return data
     }
 
     static func data(_ choices: inout Choices) -> [String: Value] {

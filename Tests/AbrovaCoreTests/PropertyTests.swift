@@ -106,7 +106,7 @@ import Testing
         let first = firstOperation.delta(base: firstView.version)
         let secondConfirmed = history.states[secondIndex]
         let secondView = secondConfirmed.applyingLocally(first, at: secondConfirmed.version.next)
-        let secondOperation = Generate.operation(&choices, view: secondView)
+        let secondOperation = Generate.operation(&choices, view: secondView, afterPending: true)
         let second = secondOperation.delta(base: secondConfirmed.version)
         return TwoEdits(
             history: history, firstSnapshot: firstIndex, secondSnapshot: secondIndex,
@@ -226,7 +226,7 @@ import Testing
         var delta = DocumentDelta()
         var operations: [Operation] = []
         for _ in 0..<choices.int(in: 1...3) {
-            let operation = Generate.operation(&choices, view: view)
+            let operation = Generate.operation(&choices, view: view, afterPending: !operations.isEmpty)
             let part = operation.delta(base: confirmed.version)
             operations.append(operation)
             view.applyLocally(part, at: history.final.version.next)

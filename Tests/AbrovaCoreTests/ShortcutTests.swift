@@ -39,7 +39,7 @@ import Testing
         var delta = DocumentDelta()
         var operations: [Operation] = []
         for _ in 0..<choices.int(in: 1...3) {
-            let operation = Generate.operation(&choices, view: view)
+            let operation = Generate.operation(&choices, view: view, afterPending: !operations.isEmpty)
             operations.append(operation)
             let part = operation.delta(base: .zero)
             view.applyLocally(part, at: Version(1))

@@ -75,7 +75,7 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
     }
     guard let encodedDelta = parts["delta"] else { throw Refusal.invalid("\(context).delta is missing") }
     _ = try legacyFields(
-        of: encodedDelta, allowed: ["create", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
+        of: encodedDelta, allowed: ["create", "createIfMissing", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
         in: "\(context).delta")
     let delta: DocumentDelta
     do {
@@ -122,6 +122,11 @@ private func legacyDelta(encoded value: Value) throws(ValueError) -> DocumentDel
         return result
     }
     if let base = parts["create"] { delta.create = try Version(encoded: base, field: "create") }
+    // A part added after the tree decoder, checked as the tree decoder checks it.
+    if let base = parts["createIfMissing"] { delta.createIfMissing = try Version(encoded: base, field: "createIfMissing") }
+    if delta.create != nil, delta.createIfMissing != nil {
+        throw ValueError(.malformedJSON, field: "", detail: "a change has create or createIfMissing, not both")
+    }
     if let base = parts["delete"] { delta.delete = try Version(encoded: base, field: "delete") }
     for (path, base) in try paths("removals") { delta.removals[path] = try Version(encoded: base, field: path.dotted) }
     for (path, base) in try paths("fieldRemovals") { delta.fieldRemovals[path] = try Version(encoded: base, field: path.dotted) }

@@ -167,19 +167,23 @@ enum RandomBatch {
         return (batch, choices.element(of: ConflictStrategy.allCases))
     }
 
-    /// One to three operations composed: creates, updates (nested paths, sets) and deletes.
+    /// One to three operations composed: creates, merging sets, updates (nested paths, sets) and deletes.
     static func delta(_ choices: inout Choices) -> DocumentDelta {
         var delta = DocumentDelta()
         for _ in 0..<choices.int(in: 1...3) {
             let base = Version(UInt64(choices.below(20)))
             let operation: DocumentDelta?
-            switch choices.below(6) {
+            switch choices.below(7) {
             case 0:
                 var data: [String: Value] = [:]
                 for _ in 0..<choices.below(4) { data[choices.element(of: names)] = value(&choices, depth: 0) }
                 operation = try? DocumentDelta.create(data, base: base)
             case 1:
                 operation = DocumentDelta.delete(base: base)
+            case 2:
+                var data: [String: Value] = [:]
+                for _ in 0..<choices.below(4) { data[choices.element(of: names)] = value(&choices, depth: 0) }
+                operation = try? DocumentDelta.setMerging(data, base: base, documentExists: choices.chance(oneIn: 2))
             default:
                 var set: [FieldPath: Value] = [:]
                 var remove: [FieldPath] = []
@@ -312,7 +316,7 @@ indirect enum JSONNode {
     }
 
     static let keyPool = [
-        "version", "owner", "create", "delete", "assignments", "removals", "fieldRemovals", "setChanges",
+        "version", "owner", "create", "createIfMissing", "delete", "assignments", "removals", "fieldRemovals", "setChanges",
         "add", "remove", "base", "collection", "id", "delta", "writes", "clientId", "batchSeq", "strategy",
         "changes", "zzz", "Extra", "é", "\u{212A}", "a;b", "", "a.b", "x.\u{301}", ".", "a..b", "qty", "cafe\u{301}",
         "a\u{37E}", "a;", "tab\there", "\u{7F}",

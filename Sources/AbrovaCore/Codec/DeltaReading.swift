@@ -24,7 +24,7 @@ extension DocumentDelta {
     }
 
     /// The keys of the compact form, in canonical order.
-    public static let encodedKeys = ["assignments", "create", "delete", "fieldRemovals", "removals", "setChanges"]
+    public static let encodedKeys = ["assignments", "create", "createIfMissing", "delete", "fieldRemovals", "removals", "setChanges"]
 
     /// Reads the compact form (see `encoded`) at the reader's position, checking every path and
     /// value, and leaves the reader after it.
@@ -49,7 +49,7 @@ extension DocumentDelta {
 /// The steps of `DocumentDelta(encoded:)`, in the order it takes them: a problem of an earlier step
 /// is the one it reports, wherever the two stand in the text.
 private enum DeltaStep: Int, Comparable {
-    case create, delete
+    case create, createIfMissing, createTwice, delete
     case removalPaths, removalBases, fieldRemovalPaths, fieldRemovalBases
     case assignmentPaths, assignments, setChangePaths, setChanges
 
@@ -80,6 +80,8 @@ private struct DeltaPartsReader {
 
     var outcome: DocumentDelta.ReadOutcome {
         if let unknown = unknownKeys.first { return .unknownKey(unknown) }
+        var problem = problem
+        if delta.create != nil, delta.createIfMissing != nil { problem.note(DocumentDelta.createTwiceError, step: .createTwice) }
         if let error = problem.error { return .invalid(error) }
         var delta = delta
         delta.notePathDepths()
@@ -96,6 +98,7 @@ private struct DeltaPartsReader {
         // error (found after its value), which its entries must not be taken for.
         switch key {
         case "create": delta.create = try readBase(from: &reader, field: key, step: .create)
+        case "createIfMissing": delta.createIfMissing = try readBase(from: &reader, field: key, step: .createIfMissing)
         case "delete": delta.delete = try readBase(from: &reader, field: key, step: .delete)
         case "removals": delta.removals = try readBases(named: key, from: &reader, pathStep: .removalPaths, baseStep: .removalBases)
         case "fieldRemovals":

@@ -78,12 +78,13 @@ extension DocumentState {
 extension DocumentState: EncodedAsValue {}
 
 extension DocumentDelta {
-    /// The compact form: `{"create": base, "removals": {path: base}, "fieldRemovals": {path: base},
+    /// The compact form: `{"create": base, "createIfMissing": base, "removals": {path: base}, "fieldRemovals": {path: base},
     /// "assignments": {path: [value, base]}, "setChanges": {path: {"add": [...], "remove": [...],
     /// "base": base}}, "delete": base}`, each part only when present.
     public var encoded: Value {
         var parts: [String: Value] = [:]
         if let create { parts["create"] = create.encoded }
+        if let createIfMissing { parts["createIfMissing"] = createIfMissing.encoded }
         if !removals.isEmpty { parts["removals"] = .map(removals.reduce(into: [:]) { $0[$1.key.dotted] = $1.value.encoded }) }
         if !fieldRemovals.isEmpty {
             parts["fieldRemovals"] = .map(fieldRemovals.reduce(into: [:]) { $0[$1.key.dotted] = $1.value.encoded })
@@ -128,6 +129,8 @@ extension DocumentDelta {
             return result
         }
         if let base = parts["create"] { create = try Version(encoded: base, field: "create") }
+        if let base = parts["createIfMissing"] { createIfMissing = try Version(encoded: base, field: "createIfMissing") }
+        if create != nil, createIfMissing != nil { throw Self.createTwiceError }
         if let base = parts["delete"] { delete = try Version(encoded: base, field: "delete") }
         for (path, base) in try paths("removals") { removals[path] = try Version(encoded: base, field: path.dotted) }
         for (path, base) in try paths("fieldRemovals") { fieldRemovals[path] = try Version(encoded: base, field: path.dotted) }
@@ -163,7 +166,10 @@ extension DocumentDelta {
     }
 }
 
-extension DocumentDelta: EncodedAsValue {}
+extension DocumentDelta: EncodedAsValue {
+    /// Why a change with both `create` and `createIfMissing` is refused.
+    static let createTwiceError = ValueError(.malformedJSON, field: "", detail: "a change has create or createIfMissing, not both")
+}
 
 /// A type with a compact form as a `Value`; its `Codable` conformance goes through that form, so
 /// JSON written by Foundation's coders and by the direct writer is the same.
@@ -391,7 +397,8 @@ extension DocumentDelta {
         func writeVersion(_ version: Version) {
             Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
         }
-        // Keys in canonical order: assignments, create, delete, fieldRemovals, removals, setChanges.
+        // Keys in canonical order: assignments, create, createIfMissing, delete, fieldRemovals,
+        // removals, setChanges.
         if !assignments.isEmpty {
             key(#""assignments""#)
             bytes.append(UInt8(ascii: "{"))
@@ -416,6 +423,10 @@ extension DocumentDelta {
         if let create {
             key(#""create""#)
             writeVersion(create)
+        }
+        if let createIfMissing {
+            key(#""createIfMissing""#)
+            writeVersion(createIfMissing)
         }
         if let delete {
             key(#""delete""#)

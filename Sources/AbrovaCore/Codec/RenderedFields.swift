@@ -35,7 +35,8 @@ public struct RenderedFields: Sendable {
     /// leaving the rendering unusable, when the change creates or deletes the document or writes
     /// a nested path.
     public mutating func update(after change: DocumentDelta, in state: DocumentState) -> Bool {
-        guard change.create == nil, change.delete == nil, !change.hasNestedPaths, state.exists, state.isFlat else { return false }
+        guard change.create == nil, change.createIfMissing == nil, change.delete == nil, !change.hasNestedPaths, state.exists, state.isFlat
+        else { return false }
         for path in change.removals.keys { rerender(path, in: state) }
         for path in change.fieldRemovals.keys { rerender(path, in: state) }
         for (path, assignment) in change.assignments {
