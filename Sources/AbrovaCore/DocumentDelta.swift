@@ -8,15 +8,19 @@
 public struct DocumentDelta: Hashable, Sendable {
     /// A leaf value to assign.
     public struct Assignment: Hashable, Sendable {
-        /// The value assigned.
+        /// The value assigned; for a server timestamp, the device's estimate of it.
         public var value: Value
         /// The document version the client had seen when it first touched this path.
         public var base: Version
+        /// Whether the server writes its own time here when it applies the change
+        /// (`FieldValue.serverTimestamp()`); `value` is then a timestamp the device shows meanwhile.
+        public var isServerTimestamp: Bool
 
         /// An assignment of `value` based on `base`.
-        public init(value: Value, base: Version) {
+        public init(value: Value, base: Version, isServerTimestamp: Bool = false) {
             self.value = value
             self.base = base
+            self.isServerTimestamp = isServerTimestamp
         }
     }
 
@@ -248,6 +252,29 @@ public struct DocumentDelta: Hashable, Sendable {
         return try create(data, base: base)
     }
 
+    /// Whether the server writes its time somewhere in this change.
+    public var hasServerTimestamps: Bool { assignments.values.contains(where: \.isServerTimestamp) }
+
+    /// Marks the timestamps assigned at `paths` (the device's estimates) for the server to write
+    /// its own time over. A path not assigned a timestamp here is left as it is.
+    public mutating func markServerTimestamps(_ paths: some Sequence<FieldPath>) {
+        for path in paths {
+            guard let assignment = assignments[path], case .timestamp = assignment.value else { continue }
+            assignments[path]?.isServerTimestamp = true
+        }
+    }
+
+    /// This change with `now` written at every server timestamp, as the server applies it (still
+    /// marked: the answer must carry the state, since the client holds its estimates).
+    public func stampingServerTimestamps(with now: Timestamp) -> DocumentDelta {
+        guard hasServerTimestamps else { return self }
+        var result = self
+        for (path, assignment) in assignments where assignment.isServerTimestamp {
+            result.assignments[path]?.value = .timestamp(now)
+        }
+        return result
+    }
+
     /// This change as it acts on a document that exists (`documentExists`) or not: without its
     /// `createIfMissing`, which is nothing where the document exists and a `create` where it does
     /// not.
@@ -265,11 +292,23 @@ public struct DocumentDelta: Hashable, Sendable {
     /// under it, which then write over it: `set: ["a": ["x": 1], "a.y": 2]` leaves `a.x` and `a.y`.
     ///
     /// - Throws: `ValueError` naming the field when a path or value cannot be stored.
+    ///
+    /// `serverTimestamps` are assigned as the other values (a timestamp each, the device's
+    /// estimate), and marked for the server to write its own time over (a path in both takes the
+    /// server's time).
     public static func update(
         set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
         setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:],
+        serverTimestamps: [FieldPath: Timestamp] = [:],
         base: Version
     ) throws(ValueError) -> DocumentDelta {
+        guard serverTimestamps.isEmpty else {
+            var values = assignments
+            for (path, estimate) in serverTimestamps { values[path] = .timestamp(estimate) }
+            var delta = try update(set: values, remove: removals, setAdd: setAdd, setRemove: setRemove, base: base)
+            delta.markServerTimestamps(serverTimestamps.keys)
+            return delta
+        }
         var delta = DocumentDelta()
         // The dictionaries are walked in path order: theirs varies from run to run (and between
         // equal dictionaries), and overlapping paths give different deltas in different orders.
@@ -401,7 +440,7 @@ public struct DocumentDelta: Hashable, Sendable {
             let base = min(assignment.base, earliestBase(touching: path) ?? assignment.base)
             // An assignment at the path is overwritten, not retired: its base lives on in `base`.
             retire(overlapping: path, keepingAssignment: true)
-            assignments[path] = Assignment(value: assignment.value, base: base)
+            assignments[path] = Assignment(value: assignment.value, base: base, isServerTimestamp: assignment.isServerTimestamp)
         }
         Self.forEach(inPathOrder: later.setChanges) { path, change in
             let base = min(change.base, earliestBase(touching: path) ?? change.base)

@@ -35,7 +35,7 @@ extension DocumentDelta {
         for (path, base) in removals { result.removals[path] = rebase(base, path) }
         for (path, base) in fieldRemovals { result.fieldRemovals[path] = rebase(base, path) }
         for (path, assignment) in assignments {
-            result.assignments[path] = Assignment(value: assignment.value, base: rebase(assignment.base, path))
+            result.assignments[path]?.base = rebase(assignment.base, path)
         }
         for (path, change) in setChanges {
             result.setChanges[path] = SetChange(adds: change.adds, removes: change.removes, base: rebase(change.base, path))

@@ -179,6 +179,8 @@ public final class SyncService: Sendable {
         _ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
         at now: Date, in transaction: any ServerTransaction
     ) throws -> (result: ChangeResult, version: Version?, isHidden: Bool) {
+        var change = change
+        change.delta = change.delta.stampingServerTimestamps(with: Timestamp(secondsSince1970: now.timeIntervalSince1970))
         let rules = rules.rules(for: change.key.collection)
         if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) {
             return (.rejected(reason: .forbidden, message: refusal), nil, false)
@@ -223,7 +225,8 @@ public final class SyncService: Sendable {
         // Judged on the rebased change: after an earlier change of the batch that nobody else's write
         // followed, it is uncontested, and the client, which rebases it the same way, computes the
         // state (a document written many times in a batch would otherwise be sent back each time).
-        let isUncontested = state.isUncontested(by: delta)
+        // A change with server timestamps is answered with its state: the client holds estimates.
+        let isUncontested = state.isUncontested(by: delta) && !delta.hasServerTimestamps
         let report: JoinReport
         do {
             report = try strategy.apply(delta, to: &state, version: version, maximumBytes: .max)

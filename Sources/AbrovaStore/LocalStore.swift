@@ -189,21 +189,23 @@ package actor LocalStore {
         afterCommit: ((inout StoreMemory) -> Void)? = nil
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         switch operation {
-        case .set(let data):
+        case .set(let data, let stamps):
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
                 document in
-                try DocumentDelta.create(data, base: document.confirmed.version)
+                try DocumentDelta.create(data, base: document.confirmed.version).markingServerTimestamps(stamps)
             }
-        case .setMerging(let data):
+        case .setMerging(let data, let stamps):
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
                 document in
                 try DocumentDelta.setMerging(data, base: document.confirmed.version, confirmed: document.confirmed, view: document.view)
+                    .markingServerTimestamps(stamps)
             }
-        case .update(let assignments, let removals, let setAdd, let setRemove):
+        case .update(let assignments, let removals, let setAdd, let setRemove, let stamps):
             try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
                 document in
                 try DocumentDelta.update(
-                    set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: document.confirmed.version)
+                    set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, serverTimestamps: stamps,
+                    base: document.confirmed.version)
             }
         case .delete:
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {

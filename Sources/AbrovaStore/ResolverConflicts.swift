@@ -86,13 +86,16 @@ extension LocalStore {
             var delta: DocumentDelta
             do {
                 switch resolution {
-                case .set(let data): delta = try DocumentDelta.create(data, base: confirmed.version)
-                case .setMerging(let data):
+                case .set(let data, let stamps):
+                    delta = try DocumentDelta.create(data, base: confirmed.version).markingServerTimestamps(stamps)
+                case .setMerging(let data, let stamps):
                     delta = try DocumentDelta.setMerging(data, base: confirmed.version, confirmed: confirmed, view: confirmed)
+                        .markingServerTimestamps(stamps)
                 case .delete: delta = DocumentDelta.delete(base: confirmed.version)
-                case .update(let assignments, let removals, let setAdd, let setRemove):
+                case .update(let assignments, let removals, let setAdd, let setRemove, let stamps):
                     delta = try DocumentDelta.update(
-                        set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, base: confirmed.version)
+                        set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, serverTimestamps: stamps,
+                        base: confirmed.version)
                 }
             } catch let error as ValueError {
                 throw StoreError(error)

@@ -370,13 +370,17 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// One app write, as `LocalStore.write(_:for:)` takes it.
 package enum WriteOperation: Sendable {
-    /// Replace the document with exactly these fields (creating it).
-    case set([String: Value])
+    /// Replace the document with exactly these fields (creating it). The top-level fields named in
+    /// `serverTimestamps` hold the device's estimate of the server's time, which the server writes.
+    case set([String: Value], serverTimestamps: Set<String> = [])
     /// Merge these fields into the document, leaf by leaf (a map merges into the map there), and
     /// leave its other fields; create it when there is none (`setData(_:merge: true)`).
-    case setMerging([String: Value])
-    /// Assign, remove, and change sets by path; the document must exist.
-    case update(set: [FieldPath: Value], remove: [FieldPath], setAdd: [FieldPath: [Value]], setRemove: [FieldPath: [Value]])
+    case setMerging([String: Value], serverTimestamps: Set<String> = [])
+    /// Assign, remove, and change sets by path, and mark paths for the server's time (each with
+    /// the device's estimate); the document must exist.
+    case update(
+        set: [FieldPath: Value], remove: [FieldPath], setAdd: [FieldPath: [Value]], setRemove: [FieldPath: [Value]],
+        serverTimestamps: [FieldPath: Timestamp] = [:])
     /// Delete the document.
     case delete
 }
@@ -403,5 +407,16 @@ package struct CursorAdvance: Hashable, Sendable {
     package init(from: String?, to: String) {
         self.from = from
         self.to = to
+    }
+}
+
+extension DocumentDelta {
+    /// This change with the timestamps assigned at these top-level fields marked for the server's
+    /// time (`DocumentDelta.markServerTimestamps(_:)`).
+    func markingServerTimestamps(_ names: Set<String>) -> DocumentDelta {
+        guard !names.isEmpty else { return self }
+        var result = self
+        result.markServerTimestamps(names.compactMap { try? FieldPath(segments: [$0]) })
+        return result
     }
 }

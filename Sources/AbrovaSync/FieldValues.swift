@@ -32,6 +32,7 @@ extension AbrovaSync {
             case remove
             case setAdd([Value])
             case setRemove([Value])
+            case serverTimestamp
         }
 
         let change: Change
@@ -72,6 +73,9 @@ extension AbrovaSync.FieldValueConvertible where Self == AbrovaSync.FieldValue {
     public static func arrayRemove(_ elements: [any AbrovaSync.ValueConvertible]) -> AbrovaSync.FieldValue {
         AbrovaSync.FieldValue(.setRemove(elements.map(\.documentValue)))
     }
+    /// The server's time when it applies the write (a timestamp). Until then the device shows its
+    /// own clock's time, and the server's comes back with the next sync.
+    public static func serverTimestamp() -> AbrovaSync.FieldValue { AbrovaSync.FieldValue(.serverTimestamp) }
     /// Adds elements to the set field (as `arrayUnion(_:)`).
     public static func setAdd(_ elements: [Value]) -> AbrovaSync.FieldValue { AbrovaSync.FieldValue(.setAdd(elements)) }
     /// Removes elements from the set field (as `arrayRemove(_:)`).

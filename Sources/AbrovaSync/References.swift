@@ -108,18 +108,21 @@ extension AbrovaSync {
         ///   queued then.
         @discardableResult
         public func setData(_ data: [String: Value]) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            let key = key
-            return try await sync.write(key) { store, online in try await store.write(.set(data), for: key, asWritten: online) }
+            try await set(data, serverTimestamps: [], merge: false)
         }
 
         /// Replaces the document with these fields, given as Swift values (`String`, `Int`,
-        /// `Double`, `Bool`, `Value`, and arrays, dictionaries and optionals of them):
+        /// `Double`, `Bool`, `Date`, `Data`, `Value`, and arrays, dictionaries and optionals of
+        /// them), and `FieldValue.serverTimestamp()` for the server's time:
         ///
-        ///     try await cart.setData(["owner": name, "total": total, "tags": tags])
+        ///     try await cart.setData(["owner": name, "total": total, "at": .serverTimestamp()])
+        ///
+        /// - Throws: as `setData(_:)`; `.refused` (`invalid`) for the sentinels that only
+        ///   `updateData` takes (`delete()`, `arrayUnion`, `arrayRemove`).
         @_disfavoredOverload
         @discardableResult
-        public func setData(_ data: [String: any ValueConvertible]) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            try await setData(data.mapValues(\.documentValue))
+        public func setData(_ data: [String: any FieldValueConvertible]) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            try await setData(data, merge: false)
         }
 
         /// With `merge: true`, writes these fields into the document leaf by leaf (a map merges
@@ -130,16 +133,39 @@ extension AbrovaSync {
         ///     try await cart.setData(["qty": ["milk": 2]], merge: true)   // qty.eggs stays
         @discardableResult
         public func setData(_ data: [String: Value], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            guard merge else { return try await setData(data) }
-            let key = key
-            return try await sync.write(key) { store, online in try await store.write(.setMerging(data), for: key, asWritten: online) }
+            try await set(data, serverTimestamps: [], merge: merge)
         }
 
-        /// `setData(_:merge:)` with Swift values.
+        /// `setData(_:merge:)` with Swift values and `FieldValue.serverTimestamp()`.
         @_disfavoredOverload
         @discardableResult
-        public func setData(_ data: [String: any ValueConvertible], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            try await setData(data.mapValues(\.documentValue), merge: merge)
+        public func setData(_ data: [String: any FieldValueConvertible], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            var values: [String: Value] = [:]
+            var stamps: Set<String> = []
+            let now = Timestamp(Date())
+            for (name, field) in data {
+                switch field.fieldValue.change {
+                case .assign(let value): values[name] = value
+                case .serverTimestamp:
+                    values[name] = .timestamp(now)
+                    stamps.insert(name)
+                case .remove, .setAdd, .setRemove:
+                    throw AbrovaSyncError(
+                        .refused, reason: .invalid,
+                        message:
+                            "\(name): setData takes values and serverTimestamp(); delete(), arrayUnion and arrayRemove are for updateData")
+                }
+            }
+            return try await set(values, serverTimestamps: stamps, merge: merge)
+        }
+
+        private func set(_ data: [String: Value], serverTimestamps: Set<String>, merge: Bool) async throws(AbrovaSyncError)
+            -> DocumentSnapshot
+        {
+            let key = key
+            let operation: WriteOperation =
+                merge ? .setMerging(data, serverTimestamps: serverTimestamps) : .set(data, serverTimestamps: serverTimestamps)
+            return try await sync.write(key) { store, online in try await store.write(operation, for: key, asWritten: online) }
         }
 
         /// Replaces the document with `value` encoded.
@@ -177,6 +203,8 @@ extension AbrovaSync {
             var removals: [FieldPath] = []
             var adds: [FieldPath: [Value]] = [:]
             var removes: [FieldPath: [Value]] = [:]
+            var stamps: [FieldPath: Timestamp] = [:]
+            let now = Timestamp(Date())
             for (dotted, change) in fields {
                 let path: FieldPath
                 do {
@@ -189,12 +217,14 @@ extension AbrovaSync {
                 case .remove: removals.append(path)
                 case .setAdd(let elements): adds[path] = elements
                 case .setRemove(let elements): removes[path] = elements
+                case .serverTimestamp: stamps[path] = now
                 }
             }
             let key = key
-            return try await sync.write(key) { [assignments, removals, adds, removes] store, online in
+            return try await sync.write(key) { [assignments, removals, adds, removes, stamps] store, online in
                 try await store.write(
-                    .update(set: assignments, remove: removals, setAdd: adds, setRemove: removes), for: key, asWritten: online)
+                    .update(set: assignments, remove: removals, setAdd: adds, setRemove: removes, serverTimestamps: stamps),
+                    for: key, asWritten: online)
             }
         }
 

@@ -565,7 +565,7 @@ actor SyncRunner {
         let operation: WriteOperation? =
             switch resolution {
             case .useServer: nil
-            case .useLocal: local.map(WriteOperation.set) ?? .delete
+            case .useLocal: local.map { .set($0) } ?? .delete
             case .use(let data): .set(data)
             case .delete: .delete
             }

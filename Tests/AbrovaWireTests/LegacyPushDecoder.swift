@@ -75,7 +75,10 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
     }
     guard let encodedDelta = parts["delta"] else { throw Refusal.invalid("\(context).delta is missing") }
     _ = try legacyFields(
-        of: encodedDelta, allowed: ["create", "createIfMissing", "delete", "removals", "fieldRemovals", "assignments", "setChanges"],
+        of: encodedDelta,
+        allowed: [
+            "create", "createIfMissing", "delete", "removals", "fieldRemovals", "assignments", "serverTimestamps", "setChanges",
+        ],
         in: "\(context).delta")
     let delta: DocumentDelta
     do {
@@ -136,6 +139,20 @@ private func legacyDelta(encoded value: Value) throws(ValueError) -> DocumentDel
         }
         try items[0].validate(at: path, depth: path.depth)
         delta.assignments[path] = DocumentDelta.Assignment(value: items[0], base: try Version(encoded: items[1], field: path.dotted))
+    }
+    // A part added after the tree decoder, checked as the tree decoder checks it.
+    for (path, item) in try paths("serverTimestamps") {
+        guard case .array(let items) = item, items.count == 2, case .timestamp = items[0] else {
+            throw ValueError(.malformedJSON, field: path.dotted, detail: "a server timestamp is not [timestamp, base]")
+        }
+        try items[0].validate(at: path, depth: path.depth)
+        let base = try Version(encoded: items[1], field: path.dotted)
+        guard delta.assignments[path] == nil else {
+            throw ValueError(
+                .malformedJSON, field: path.dotted,
+                detail: "the change writes \"\(path.dotted)\" both as a value and as a server timestamp; a change writes each place once")
+        }
+        delta.assignments[path] = DocumentDelta.Assignment(value: items[0], base: base, isServerTimestamp: true)
     }
     for (path, item) in try paths("setChanges") {
         let shape = "a set change is {\"add\": [...], \"remove\": [...], \"base\": version}"

@@ -189,15 +189,18 @@ enum RandomBatch {
                 var remove: [FieldPath] = []
                 var add: [FieldPath: [Value]] = [:]
                 var removeElements: [FieldPath: [Value]] = [:]
+                var stamps: [FieldPath: Timestamp] = [:]
                 for _ in 0..<choices.int(in: 1...4) {
-                    switch choices.below(4) {
+                    switch choices.below(5) {
                     case 0: set[path(&choices)] = value(&choices, depth: 0)
                     case 1: remove.append(path(&choices))
                     case 2: add[path(&choices)] = [value(&choices, depth: 1)]
+                    case 3: stamps[path(&choices)] = Timestamp(microsecondsSince1970: Int64(choices.below(1 << 20)))
                     default: removeElements[path(&choices)] = [value(&choices, depth: 1)]
                     }
                 }
-                operation = try? DocumentDelta.update(set: set, remove: remove, setAdd: add, setRemove: removeElements, base: base)
+                operation = try? DocumentDelta.update(
+                    set: set, remove: remove, setAdd: add, setRemove: removeElements, serverTimestamps: stamps, base: base)
             }
             if let operation { delta.compose(with: operation) }
         }
@@ -316,7 +319,8 @@ indirect enum JSONNode {
     }
 
     static let keyPool = [
-        "version", "owner", "create", "createIfMissing", "delete", "assignments", "removals", "fieldRemovals", "setChanges",
+        "version", "owner", "create", "createIfMissing", "serverTimestamps", "delete", "assignments", "removals", "fieldRemovals",
+        "setChanges",
         "add", "remove", "base", "collection", "id", "delta", "writes", "clientId", "batchSeq", "strategy",
         "changes", "zzz", "Extra", "é", "\u{212A}", "a;b", "", "a.b", "x.\u{301}", ".", "a..b", "qty", "cafe\u{301}",
         "a\u{37E}", "a;", "tab\there", "\u{7F}",

@@ -24,7 +24,9 @@ extension DocumentDelta {
     }
 
     /// The keys of the compact form, in canonical order.
-    public static let encodedKeys = ["assignments", "create", "createIfMissing", "delete", "fieldRemovals", "removals", "setChanges"]
+    public static let encodedKeys = [
+        "assignments", "create", "createIfMissing", "delete", "fieldRemovals", "removals", "serverTimestamps", "setChanges",
+    ]
 
     /// Reads the compact form (see `encoded`) at the reader's position, checking every path and
     /// value, and leaves the reader after it.
@@ -51,7 +53,7 @@ extension DocumentDelta {
 private enum DeltaStep: Int, Comparable {
     case create, createIfMissing, createTwice, delete
     case removalPaths, removalBases, fieldRemovalPaths, fieldRemovalBases
-    case assignmentPaths, assignments, setChangePaths, setChanges
+    case assignmentPaths, assignments, serverTimestampPaths, serverTimestamps, setChangePaths, setChanges
 
     static func < (left: DeltaStep, right: DeltaStep) -> Bool { left.rawValue < right.rawValue }
 }
@@ -74,6 +76,8 @@ private struct FirstProblem {
 /// Reads the parts of a delta as they come.
 private struct DeltaPartsReader {
     private var delta = DocumentDelta()
+    /// The server timestamps, kept apart until the end: the assignments may come after them.
+    private var serverTimestamps: [FieldPath: DocumentDelta.Assignment] = [:]
     private var problem = FirstProblem()
     private var unknownKeys = JSONReader.UnknownKeys()
     private var partsRead: Set<String> = []
@@ -82,8 +86,14 @@ private struct DeltaPartsReader {
         if let unknown = unknownKeys.first { return .unknownKey(unknown) }
         var problem = problem
         if delta.create != nil, delta.createIfMissing != nil { problem.note(DocumentDelta.createTwiceError, step: .createTwice) }
-        if let error = problem.error { return .invalid(error) }
         var delta = delta
+        for (path, stamp) in serverTimestamps {
+            if delta.assignments[path] != nil {
+                problem.note(DocumentDelta.assignedTwiceError(at: path), step: .serverTimestamps, key: path.dotted)
+            }
+            delta.assignments[path] = stamp
+        }
+        if let error = problem.error { return .invalid(error) }
         delta.notePathDepths()
         do {
             try delta.checkWritesDoNotOverlap()
@@ -103,7 +113,8 @@ private struct DeltaPartsReader {
         case "removals": delta.removals = try readBases(named: key, from: &reader, pathStep: .removalPaths, baseStep: .removalBases)
         case "fieldRemovals":
             delta.fieldRemovals = try readBases(named: key, from: &reader, pathStep: .fieldRemovalPaths, baseStep: .fieldRemovalBases)
-        case "assignments": delta.assignments = try readAssignments(from: &reader)
+        case "assignments": delta.assignments = try readAssignments(named: key, from: &reader)
+        case "serverTimestamps": serverTimestamps = try readAssignments(named: key, from: &reader)
         case "setChanges": delta.setChanges = try readSetChanges(from: &reader)
         default:
             _ = try reader.readValue()
@@ -167,22 +178,28 @@ private struct DeltaPartsReader {
         return entries.entries
     }
 
-    /// `{path: [value, base]}`.
-    private mutating func readAssignments(from reader: inout JSONReader) throws(ValueError) -> [FieldPath: DocumentDelta.Assignment] {
+    /// `{path: [value, base]}`: assignments, and server timestamps (`[estimate, base]`).
+    private mutating func readAssignments(
+        named part: String, from reader: inout JSONReader
+    ) throws(ValueError) -> [FieldPath: DocumentDelta.Assignment] {
+        let isServerTimestamp = part == "serverTimestamps"
+        let (pathStep, step): (DeltaStep, DeltaStep) =
+            isServerTimestamp ? (.serverTimestampPaths, .serverTimestamps) : (.assignmentPaths, .assignments)
         guard try reader.beginObject() else {
-            try readNonMap(named: "assignments", from: &reader, step: .assignmentPaths)
+            try readNonMap(named: part, from: &reader, step: pathStep)
             return [:]
         }
         var entries = PathEntries<DocumentDelta.Assignment>()
         while let key = try reader.nextKey() {
             let pair = try Self.readPair(from: &reader)
             var assignment: DocumentDelta.Assignment?
-            let path = self.path(key, step: .assignmentPaths)
+            let path = self.path(key, step: pathStep)
             if let path {
                 do {
-                    assignment = try Self.assignment(pair, at: path)
+                    assignment =
+                        isServerTimestamp ? try Self.serverTimestamp(pair, at: path) : try Self.assignment(pair, at: path)
                 } catch {
-                    problem.note(error, step: .assignments, key: key)
+                    problem.note(error, step: step, key: key)
                 }
             }
             guard entries.add(assignment, at: path, key: key) else { throw reader.makeDuplicateKeyError() }
@@ -215,6 +232,15 @@ private struct DeltaPartsReader {
         }
         try pair.value.validate(at: path, depth: path.depth)
         return DocumentDelta.Assignment(value: pair.value, base: try Version(encoded: pair.base, field: path.dotted))
+    }
+
+    private static func serverTimestamp(
+        _ pair: (value: Value, base: Value)?, at path: FieldPath
+    ) throws(ValueError) -> DocumentDelta.Assignment {
+        guard let pair, case .timestamp = pair.value else { throw DocumentDelta.serverTimestampShapeError(at: path) }
+        try pair.value.validate(at: path, depth: path.depth)
+        return DocumentDelta.Assignment(
+            value: pair.value, base: try Version(encoded: pair.base, field: path.dotted), isServerTimestamp: true)
     }
 
     /// `{path: {"add": [...], "remove": [...], "base": base}}`.

@@ -78,9 +78,10 @@ extension DocumentState {
 extension DocumentState: EncodedAsValue {}
 
 extension DocumentDelta {
-    /// The compact form: `{"create": base, "createIfMissing": base, "removals": {path: base}, "fieldRemovals": {path: base},
-    /// "assignments": {path: [value, base]}, "setChanges": {path: {"add": [...], "remove": [...],
-    /// "base": base}}, "delete": base}`, each part only when present.
+    /// The compact form: `{"create": base, "createIfMissing": base, "removals": {path: base},
+    /// "fieldRemovals": {path: base}, "assignments": {path: [value, base]}, "serverTimestamps":
+    /// {path: [estimate, base]}, "setChanges": {path: {"add": [...], "remove": [...], "base":
+    /// base}}, "delete": base}`, each part only when present.
     public var encoded: Value {
         var parts: [String: Value] = [:]
         if let create { parts["create"] = create.encoded }
@@ -89,9 +90,11 @@ extension DocumentDelta {
         if !fieldRemovals.isEmpty {
             parts["fieldRemovals"] = .map(fieldRemovals.reduce(into: [:]) { $0[$1.key.dotted] = $1.value.encoded })
         }
-        if !assignments.isEmpty {
-            parts["assignments"] = .map(
-                assignments.reduce(into: [:]) { $0[$1.key.dotted] = .array([$1.value.value, $1.value.base.encoded]) })
+        for (path, assignment) in assignments {
+            let part = assignment.isServerTimestamp ? "serverTimestamps" : "assignments"
+            var entries = parts[part]?.mapValue ?? [:]
+            entries[path.dotted] = .array([assignment.value, assignment.base.encoded])
+            parts[part] = .map(entries)
         }
         if !setChanges.isEmpty {
             parts["setChanges"] = .map(
@@ -141,6 +144,15 @@ extension DocumentDelta {
             try items[0].validate(at: path, depth: path.depth)
             assignments[path] = Assignment(value: items[0], base: try Version(encoded: items[1], field: path.dotted))
         }
+        for (path, item) in try paths("serverTimestamps") {
+            guard case .array(let items) = item, items.count == 2, case .timestamp = items[0] else {
+                throw Self.serverTimestampShapeError(at: path)
+            }
+            try items[0].validate(at: path, depth: path.depth)
+            let base = try Version(encoded: items[1], field: path.dotted)
+            guard assignments[path] == nil else { throw Self.assignedTwiceError(at: path) }
+            assignments[path] = Assignment(value: items[0], base: base, isServerTimestamp: true)
+        }
         for (path, item) in try paths("setChanges") {
             let shape = "a set change is {\"add\": [...], \"remove\": [...], \"base\": version}"
             guard case .map(let change) = item, change["add"].map({ $0.arrayValue != nil }) ?? true,
@@ -167,6 +179,18 @@ extension DocumentDelta {
 }
 
 extension DocumentDelta: EncodedAsValue {
+    /// Why a server timestamp's entry is refused.
+    static func serverTimestampShapeError(at path: FieldPath) -> ValueError {
+        ValueError(.malformedJSON, field: path.dotted, detail: "a server timestamp is not [timestamp, base]")
+    }
+
+    /// Why a path both assigned and stamped by the server is refused.
+    static func assignedTwiceError(at path: FieldPath) -> ValueError {
+        ValueError(
+            .malformedJSON, field: path.dotted,
+            detail: "the change writes \"\(path.dotted)\" both as a value and as a server timestamp; a change writes each place once")
+    }
+
     /// Why a change with both `create` and `createIfMissing` is refused.
     static let createTwiceError = ValueError(.malformedJSON, field: "", detail: "a change has create or createIfMissing, not both")
 }
@@ -397,28 +421,40 @@ extension DocumentDelta {
         func writeVersion(_ version: Version) {
             Value.writeDecimal(Int64(bitPattern: version.rawValue), to: &bytes)
         }
-        // Keys in canonical order: assignments, create, createIfMissing, delete, fieldRemovals,
-        // removals, setChanges.
-        if !assignments.isEmpty {
-            key(#""assignments""#)
+        func write(_ path: FieldPath, _ assignment: Assignment) {
+            Value.writeJSONString(path.dotted, to: &bytes)
+            bytes.append(contentsOf: ":[".utf8)
+            assignment.value.writeCanonicalJSON(to: &bytes)
+            bytes.append(UInt8(ascii: ","))
+            writeVersion(assignment.base)
+            bytes.append(UInt8(ascii: "]"))
+        }
+        func writeSorted(_ entries: [(key: FieldPath, value: Assignment)]) {
             bytes.append(UInt8(ascii: "{"))
-            func write(_ path: FieldPath, _ assignment: Assignment) {
-                Value.writeJSONString(path.dotted, to: &bytes)
-                bytes.append(contentsOf: ":[".utf8)
-                assignment.value.writeCanonicalJSON(to: &bytes)
-                bytes.append(UInt8(ascii: ","))
-                writeVersion(assignment.base)
-                bytes.append(UInt8(ascii: "]"))
-            }
-            if assignments.count == 1, let (path, assignment) = assignments.first {
-                write(path, assignment) // the usual write: nothing to sort
-            } else {
-                for (index, (path, assignment)) in assignments.sorted(by: { $0.key < $1.key }).enumerated() {
-                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                    write(path, assignment)
-                }
+            for (index, (path, assignment)) in entries.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(path, assignment)
             }
             bytes.append(UInt8(ascii: "}"))
+        }
+        let hasServerTimestamps = self.hasServerTimestamps
+        // Keys in canonical order: assignments, create, createIfMissing, delete, fieldRemovals,
+        // removals, serverTimestamps, setChanges.
+        if hasServerTimestamps {
+            let values = assignments.filter { !$0.value.isServerTimestamp }
+            if !values.isEmpty {
+                key(#""assignments""#)
+                writeSorted(Array(values))
+            }
+        } else if !assignments.isEmpty {
+            key(#""assignments""#)
+            if assignments.count == 1, let (path, assignment) = assignments.first {
+                bytes.append(UInt8(ascii: "{"))
+                write(path, assignment) // the usual write: nothing to sort
+                bytes.append(UInt8(ascii: "}"))
+            } else {
+                writeSorted(Array(assignments))
+            }
         }
         if let create {
             key(#""create""#)
@@ -439,6 +475,10 @@ extension DocumentDelta {
         if !removals.isEmpty {
             key(#""removals""#)
             Version.writeMap(removals.sorted { $0.key < $1.key }, to: &bytes)
+        }
+        if hasServerTimestamps {
+            key(#""serverTimestamps""#)
+            writeSorted(Array(assignments.filter(\.value.isServerTimestamp)))
         }
         if !setChanges.isEmpty {
             key(#""setChanges""#)
