@@ -1,8 +1,14 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Modules, one job each; dependencies point one way:
 // AbrovaCore (pure CRDT, no I/O) <- stores, codec <- client (AbrovaSync), server <- demo <- CLI.
+
+/// libzstd, for the targets that use it when the SystemZstd trait is on (Linux only).
+var systemZstd: Target.Dependency { .target(name: "CZstd", condition: .when(platforms: [.linux], traits: ["SystemZstd"])) }
+/// `#if ABROVA_SYSTEM_ZSTD` in the targets that use libzstd, exactly when they link it.
+var systemZstdSettings: [SwiftSetting] { [.define("ABROVA_SYSTEM_ZSTD", .when(platforms: [.linux], traits: ["SystemZstd"]))] }
+
 let package = Package(
     name: "AbrovaSync",
     // The SDK's floor: locks are AbrovaLocking's (os_unfair_lock), not Synchronization's Mutex
@@ -19,6 +25,13 @@ let package = Package(
         .executable(name: "abrova-fuzz", targets: ["AbrovaFuzz"]),
         .executable(name: "abrova-chaos-client", targets: ["AbrovaChaosClient"]),
     ],
+    // SystemZstd (on by default): on Linux the wire's zstd is the system's libzstd. Off
+    // (`--disable-default-traits`), and always on Apple platforms, whose SDKs have no libzstd, it
+    // is the package's own pure-Swift codec (AbrovaZstd); the two read each other's frames.
+    traits: [
+        .trait(name: "SystemZstd", description: "zstd from the system's libzstd on Linux, not the pure-Swift codec"),
+        .default(enabledTraits: ["SystemZstd"]),
+    ],
     targets: [
         .target(name: "AbrovaCore"),
         // A lock every module shares: Mutex's job on every system the SDK supports.
@@ -30,10 +43,13 @@ let package = Package(
         // libpq from Debian's libpq-dev, for servers that share one PostgreSQL database.
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ"),
         .target(name: "AbrovaPostgres", dependencies: ["CLibPQ"]),
-        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaLocking", "AbrovaCore", "AbrovaPostgres", "CZstd"]),
+        .target(name: "AbrovaTestSupport", dependencies: ["AbrovaLocking", "AbrovaCore", "AbrovaPostgres"]),
+        // zstd in pure Swift (RFC 8878), decoder and encoder: the wire's codec where libzstd is not.
+        .target(name: "AbrovaZstd"),
         // The wire: the protocol's JSON bodies and zstd (Spec/protocol.md).
         .systemLibrary(name: "CZstd", path: "Sources/CZstd"),
-        .target(name: "AbrovaWire", dependencies: ["AbrovaCore", "CZstd"]),
+        .target(
+            name: "AbrovaWire", dependencies: ["AbrovaCore", "AbrovaZstd", systemZstd], swiftSettings: systemZstdSettings),
         // libmicrohttpd from Debian's libmicrohttpd-dev, behind a tiny C target because
         // MHD_start_daemon is variadic and some of its enums do not import by name.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
@@ -65,8 +81,9 @@ let package = Package(
             dependencies: [
                 "AbrovaLocking",
                 "AbrovaCore", "AbrovaSQLite", "AbrovaStore", "AbrovaTestSupport",
-                "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaPostgres",
-            ]),
+                "AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSync", "AbrovaPostgres", "AbrovaZstd", systemZstd,
+            ],
+            swiftSettings: systemZstdSettings),
         // Writes to a store until killed: the crash-safety test runs it.
         .executableTarget(name: "AbrovaStoreWriter", dependencies: ["AbrovaCore", "AbrovaStore"]),
         // One device of the long-run convergence test, in its own process: random writes through
@@ -77,12 +94,18 @@ let package = Package(
         // with -DLIBFUZZER (it then calls libFuzzer's driver, declared by CLibFuzzer).
         .target(
             name: "AbrovaFuzzing",
-            dependencies: ["AbrovaLocking", "AbrovaCore", "AbrovaWire", "AbrovaHTTP", "AbrovaServer", "AbrovaTestSupport"]),
+            dependencies: [
+                "AbrovaLocking", "AbrovaCore", "AbrovaWire", "AbrovaZstd", "AbrovaHTTP", "AbrovaServer", "AbrovaTestSupport",
+            ],
+            swiftSettings: systemZstdSettings),
         .target(name: "CLibFuzzer"),
         .executableTarget(name: "AbrovaFuzz", dependencies: ["AbrovaFuzzing", "CLibFuzzer"]),
         // Tests find Fixtures/ from their own #filePath, so SDKs in other languages share one copy.
         .testTarget(name: "AbrovaCoreTests", dependencies: ["AbrovaCore", "AbrovaTestSupport"]),
-        .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "CZstd", "AbrovaTestSupport"]),
+        .testTarget(name: "AbrovaWireTests", dependencies: ["AbrovaWire", "AbrovaTestSupport"]),
+        // The pure-Swift codec, against libzstd where the build has it (differential properties).
+        .testTarget(
+            name: "AbrovaZstdTests", dependencies: ["AbrovaZstd", "AbrovaTestSupport", systemZstd], swiftSettings: systemZstdSettings),
         .testTarget(name: "AbrovaHTTPTests", dependencies: ["AbrovaLocking", "AbrovaHTTP", "AbrovaTestSupport"]),
         .testTarget(
             name: "AbrovaServerTests",

@@ -30,6 +30,9 @@ if options.runs("cart workload") {
     report = await Task.detached { await CartWorkloadBenchmarks(options: options).run(adding: cartReport) }.value
 }
 ServerBenchmarks(options: options).run(into: &report)
+#if ABROVA_SYSTEM_ZSTD
+    ZstdBenchmarks(options: options).run(into: &report)
+#endif
 WatchBenchmarks(options: options).run(into: &report)
 let syncReport = report
 report = await Task.detached { await SyncBenchmarks(options: options).run(adding: syncReport) }.value

@@ -17,7 +17,7 @@
                      --fixtures DIR: the wire fixtures (default Fixtures/wire of the source tree)
             targets:
             """
-            + FuzzTargets.names.map { "\n  \($0.padding(toLength: 8, withPad: " ", startingAt: 0)) \(FuzzTargets.summaries[$0] ?? "")" }
+            + FuzzTargets.names.map { "\n  \($0.padding(toLength: 10, withPad: " ", startingAt: 0)) \(FuzzTargets.summaries[$0] ?? "")" }
             .joined()
 
         static func main() {

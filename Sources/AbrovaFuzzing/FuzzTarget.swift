@@ -65,13 +65,20 @@ public struct FuzzFinding: Error, Sendable, CustomStringConvertible {
 /// The fuzz targets by name.
 public enum FuzzTargets {
     /// Every target's name, in the order `all` runs them.
-    public static let names = ["push", "answers", "zstd", "http"]
+    public static var names: [String] {
+        #if ABROVA_SYSTEM_ZSTD
+            ["push", "answers", "zstd", "zstd-pure", "http"]
+        #else
+            ["push", "answers", "zstd", "http"]
+        #endif
+    }
 
     /// What each target feeds its input to.
     public static let summaries = [
         "push": "the server's push body decoder, PushRequest(body:limits:)",
         "answers": "the SDK's answer decoders: PushResponse(body:), PullResponse(body:), ServerDocument(body:), Refusal(body:)",
         "zstd": "zstd framing: Zstd.decompress(_:limit:maximumWindowLog:) at two limits, and Zstd.compress",
+        "zstd-pure": "the pure-Swift zstd codec (PureZstd) against libzstd: both decoders, and each encoder's frames in the other",
         "http": "the server's HTTP handling, SyncHTTPHandler.handle, over a SQLite store (input: a request as text)",
     ]
 
@@ -83,6 +90,9 @@ public enum FuzzTargets {
         case "push": return PushBodyTarget(fixtures: fixtures)
         case "answers": return AnswerBodyTarget(fixtures: fixtures)
         case "zstd": return ZstdTarget(fixtures: fixtures)
+        #if ABROVA_SYSTEM_ZSTD
+            case "zstd-pure": return PureZstdTarget(fixtures: fixtures)
+        #endif
         case "http": return try HTTPTarget(fixtures: fixtures)
         default: throw FuzzSetupError("no fuzz target \"\(name)\"; the targets are \(names.joined(separator: ", "))")
         }

@@ -40,13 +40,12 @@ public struct ZstdTarget: FuzzTarget {
             seeds.append(ZstdFrames.replacingContentSize(of: frame, with: UInt64(body.count + 1)))
         }
         if let empty = try? Zstd.compress([]) { seeds.append(empty) }
-        let streamed: [[UInt8]?] = [
-            try? ZstdFrames.streamCompress(repeating: body, times: 3),
-            try? ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0x20, count: 1 << 16), times: 20),
-            try? ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0x20, count: 1 << 16), times: 20, pledging: true),
-            try? ZstdFrames.streamCompress(repeating: body, times: 1, windowLog: 24),
+        seeds += [
+            ZstdFrames.windowedFrame(repeating: body, times: 3),
+            ZstdFrames.windowedFrame(repeating: [UInt8](repeating: 0x20, count: 1 << 16), times: 20),
+            ZstdFrames.windowedFrame(repeating: [UInt8](repeating: 0x20, count: 1 << 16), times: 20, declaringSize: true),
+            ZstdFrames.windowedFrame(repeating: body, times: 1, windowLog: 24),
         ]
-        seeds += streamed.compactMap { $0 }
         self.seeds = seeds
     }
 

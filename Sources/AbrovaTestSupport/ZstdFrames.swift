@@ -1,5 +1,3 @@
-import CZstd
-
 /// zstd frames that misbehave: bombs and frames that lie about their size, for tests of the
 /// code that reads bodies from the network.
 public enum ZstdFrames {
@@ -40,45 +38,49 @@ public enum ZstdFrames {
         return result
     }
 
-    /// Compresses `chunk` repeated `times` with the streaming API, so a bomb never exists
-    /// uncompressed. Declares the total size in the header only when `pledging`.
-    public static func streamCompress(
-        repeating chunk: [UInt8], times: Int, pledging: Bool = false, windowLog: Int32? = nil, level: Int32 = 3
-    ) throws -> [UInt8] {
-        guard let context = ZSTD_createCCtx() else { throw ZstdCallFailed(description: "no compression context") }
-        defer { ZSTD_freeCCtx(context) }
-        try check(ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, level))
-        try check(ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1))
-        if let windowLog { try check(ZSTD_CCtx_setParameter(context, ZSTD_c_windowLog, windowLog)) }
-        if pledging { try check(ZSTD_CCtx_setPledgedSrcSize(context, UInt64(chunk.count * times))) }
-        var frame: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: ZSTD_CStreamOutSize())
-        try chunk.withUnsafeBytes { source in
-            try buffer.withUnsafeMutableBytes { destination in
-                for round in 0...times {
-                    // The last round feeds nothing and ends the frame.
-                    let isLast = round == times
-                    var input = ZSTD_inBuffer(src: source.baseAddress, size: isLast ? 0 : source.count, pos: 0)
-                    var remaining = 1
-                    while input.pos < input.size || (isLast && remaining != 0) {
-                        var output = ZSTD_outBuffer(dst: destination.baseAddress, size: destination.count, pos: 0)
-                        remaining = ZSTD_compressStream2(context, &output, &input, isLast ? ZSTD_e_end : ZSTD_e_continue)
-                        try check(remaining)
-                        frame += destination[..<output.pos]
-                    }
-                }
-            }
+    /// The content size the frame's header declares, `nil` when it declares none.
+    public static func declaredContentSize(of frame: [UInt8]) -> UInt64? {
+        let header = header(of: frame)
+        guard header.contentSizeWidth > 0 else { return nil }
+        var size: UInt64 = 0
+        for byte in (0..<header.contentSizeWidth).reversed() {
+            size = size << 8 | UInt64(frame[header.contentSizeOffset + byte])
         }
+        return header.contentSizeWidth == 2 ? size + 256 : size
+    }
+
+    /// A frame of `chunk` repeated `times`, written block by block (so a bomb never exists
+    /// uncompressed) with a window of `2^windowLog` bytes in its header: not single-segment, no
+    /// checksum, and the total size declared only when `declaringSize`. Blocks are RLE where the
+    /// chunk is one byte repeated, else raw: what matters here is the frame's shape, not its size.
+    public static func windowedFrame(
+        repeating chunk: [UInt8], times: Int, declaringSize: Bool = false, windowLog: Int = 20
+    ) -> [UInt8] {
+        precondition((10...31).contains(windowLog), "zstd windows are 2^10 to 2^31 bytes")
+        let total = UInt64(chunk.count) * UInt64(times)
+        // Descriptor: content size field of 8 bytes (flag 3) or none, not single-segment, no
+        // checksum, no dictionary; then the window descriptor, a power of two (mantissa 0).
+        var frame: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD, declaringSize ? 0xC0 : 0x00, UInt8((windowLog - 10) << 3)]
+        if declaringSize {
+            for byte in 0..<8 { frame.append(UInt8(truncatingIfNeeded: total >> (8 * UInt64(byte)))) }
+        }
+        let blockSize = UInt64(min(1 << windowLog, 128 << 10))
+        let single = chunk.first.flatMap { first in chunk.allSatisfy { $0 == first } ? first : nil }
+        var written: UInt64 = 0
+        repeat {
+            let size = min(blockSize, total - written)
+            let isLast = written + size == total
+            // Block header: last flag, type (0 raw, 1 RLE), size; little-endian, 3 bytes.
+            let type: UInt64 = single != nil ? 1 : 0
+            let header = (isLast ? 1 : 0) | type << 1 | size << 3
+            frame += [UInt8(truncatingIfNeeded: header), UInt8(truncatingIfNeeded: header >> 8), UInt8(truncatingIfNeeded: header >> 16)]
+            if let single {
+                frame.append(single)
+            } else {
+                for position in written..<(written + size) { frame.append(chunk[Int(position % UInt64(chunk.count))]) }
+            }
+            written += size
+        } while written < total
         return frame
     }
-}
-
-/// A zstd call that failed while making a test frame.
-public struct ZstdCallFailed: Error, CustomStringConvertible {
-    /// zstd's name for the error.
-    public var description: String
-}
-
-private func check(_ result: Int) throws {
-    if ZSTD_isError(result) != 0 { throw ZstdCallFailed(description: String(cString: ZSTD_getErrorName(result))) }
 }

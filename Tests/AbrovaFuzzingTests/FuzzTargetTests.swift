@@ -39,7 +39,7 @@ import Testing
                 (try? PushResponse(body: $0)) != nil || (try? PullResponse(body: $0)) != nil
                     || (try? ServerDocument(body: $0)) != nil
             })
-        case "zstd": accepted = target.seeds.count(where: { (try? Zstd.decompress($0, limit: 1 << 20)) != nil })
+        case "zstd", "zstd-pure": accepted = target.seeds.count(where: { (try? Zstd.decompress($0, limit: 1 << 20)) != nil })
         default: accepted = target.seeds.count(where: { FuzzedRequest($0).request.path.hasPrefix("/v1/") })
         }
         #expect(accepted >= 20, "only \(accepted) of \(target.seeds.count) \(name) seeds are valid")
@@ -47,7 +47,10 @@ import Testing
 
     /// Cases per target: about the same time each on a debug build (the HTTP target writes to
     /// SQLite; the push decoder reads bodies of up to 64 KiB).
-    @Test(arguments: [("push", 4_000), ("answers", 2_500), ("zstd", 4_000), ("http", 3_000)])
+    @Test(
+        arguments: [("push", 4_000), ("answers", 2_500), ("zstd", 4_000), ("zstd-pure", 2_000), ("http", 3_000)].filter {
+            FuzzTargets.names.contains($0.0)
+        })
     func mutatedInputsHoldTheOracle(_ name: String, cases: Int) async throws {
         let target = try FuzzTargets.make(name, fixtures: Self.fixtures)
         let mutator = Mutator(corpus: target.seeds, dictionary: target.dictionary, maximumSize: Self.maximumSize)

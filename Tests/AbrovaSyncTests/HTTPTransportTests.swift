@@ -454,7 +454,7 @@ extension TransportFailure {
     @Test(arguments: HTTPExchangeKind.available)
     func aCompressedAnswerIsReadAndABombIsAbandonedAtTheLimit(_ exchange: HTTPExchangeKind) async throws {
         let page = PullResponse(documents: [], cursor: String(repeating: "c", count: 5_000), hasMore: true)
-        let bomb = try ZstdFrames.streamCompress(repeating: [UInt8](repeating: 0x20, count: 1 << 20), times: 32)
+        let bomb = ZstdFrames.windowedFrame(repeating: [UInt8](repeating: 0x20, count: 1 << 20), times: 32, windowLog: 22)
         let large = PullResponse(documents: [], cursor: String(repeating: "c", count: 2 << 20), hasMore: true)
         let scripted = try ScriptedServer { request in
             switch request.query["cursor"] {
