@@ -235,18 +235,18 @@ public struct DocumentDelta: Hashable, Sendable {
         return delta
     }
 
-    /// `setData(_:merge: true)` as a device makes it from its `confirmed` state of the document
-    /// and its `view` (with its pending changes): merged into the document it shows; where it
-    /// shows none and nothing of its own is pending there, also creating it where it is missing,
-    /// which the server decides (another device may have created it); where its own pending
-    /// change removed or hid it, a create. So a `createIfMissing` only ever starts a device's
-    /// change to a document, and composing keeps it exact.
+    /// `setData(_:merge: true)` as a device makes it from its `view` of the document and whether
+    /// a change of its own to the document is still unsent: merged into the document it shows;
+    /// where it shows none and nothing of its own is pending there, also creating it where it is
+    /// missing, which the server decides (another device may have created it); where its own
+    /// pending change removed or hid it, a create. So a `createIfMissing` only ever starts a
+    /// device's change to a document, and composing keeps it exact.
     ///
     /// - Throws: `ValueError` naming the field when a value cannot be stored.
     public static func setMerging(
-        _ data: [String: Value], base: Version, confirmed: DocumentState, view: DocumentState
+        _ data: [String: Value], base: Version, view: DocumentState, hasPendingChange: Bool
     ) throws(ValueError) -> DocumentDelta {
-        if view.exists || view == confirmed {
+        if view.exists || !hasPendingChange {
             return try setMerging(data, base: base, documentExists: view.exists)
         }
         return try create(data, base: base)

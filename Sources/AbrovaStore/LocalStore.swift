@@ -188,7 +188,9 @@ package actor LocalStore {
         _ operation: WriteOperation, for key: DocumentKey, asWritten: Bool, alongside: ((Database) throws -> Void)?,
         afterCommit: ((inout StoreMemory) -> Void)? = nil
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
-        switch operation {
+        // Read before the write: its closure runs within an access to `memory`.
+        let hasPendingChange = memory.unsent[key] != nil
+        return switch operation {
         case .set(let data, let stamps):
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
                 document in
@@ -197,8 +199,10 @@ package actor LocalStore {
         case .setMerging(let data, let stamps):
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
                 document in
-                try DocumentDelta.setMerging(data, base: document.confirmed.version, confirmed: document.confirmed, view: document.view)
-                    .markingServerTimestamps(stamps)
+                try DocumentDelta.setMerging(
+                    data, base: document.confirmed.version, view: document.view, hasPendingChange: hasPendingChange
+                )
+                .markingServerTimestamps(stamps)
             }
         case .update(let assignments, let removals, let setAdd, let setRemove, let stamps):
             try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {

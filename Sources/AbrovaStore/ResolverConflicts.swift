@@ -89,7 +89,8 @@ extension LocalStore {
                 case .set(let data, let stamps):
                     delta = try DocumentDelta.create(data, base: confirmed.version).markingServerTimestamps(stamps)
                 case .setMerging(let data, let stamps):
-                    delta = try DocumentDelta.setMerging(data, base: confirmed.version, confirmed: confirmed, view: confirmed)
+                    // Made before the writes waiting behind it, which are composed after it.
+                    delta = try DocumentDelta.setMerging(data, base: confirmed.version, view: confirmed, hasPendingChange: false)
                         .markingServerTimestamps(stamps)
                 case .delete: delta = DocumentDelta.delete(base: confirmed.version)
                 case .update(let assignments, let removals, let setAdd, let setRemove, let stamps):

@@ -130,7 +130,16 @@ struct SettledAnswer {
                 report.unresolved[change.key, default: []] += conflicts
                 // Kept with the document as the app had it when the first of them came.
                 let kept = keptConflicts[change.key]
-                let local: String? = if let kept { kept.local } else { localViews[change.key] ?? nil }
+                let local: String? =
+                    if let kept {
+                        kept.local
+                    } else if change.delta.createIfMissing != nil {
+                        // A merging set from a device that never saw the document: its fields over
+                        // the server's, which the merge keeps (and `useLocal` must not remove).
+                        state.applyingLocally(change.delta, at: LocalStore.localVersion).documentJSON
+                    } else {
+                        localViews[change.key] ?? nil
+                    }
                 keptConflicts[change.key] = KeptConflict(local: local, conflicts: (kept?.conflicts ?? []) + conflicts)
             case .rejected(let reason, let message):
                 reshown.insert(change.key)

@@ -96,7 +96,7 @@ struct FrameDecoder {
         }
         if let contentSize, contentSize <= UInt64(output.limit - output.count) {
             // A first size only: a lying header reserves at most 32 times the input left.
-            output.reserve(Int(min(contentSize, UInt64(max(4096, (input.count - p) * 32)))))
+            output.reserve(Int(min(contentSize, max(4096, UInt64(input.count - p) * 32))))
         }
         let window = Int(windowSize)
         let blockMaximum = min(window, FrameDecoder.maxBlockSize)

@@ -52,23 +52,30 @@ struct LiteralsDecoder {
         let compressed: Int
         let headerSize: Int
         let streams: Int
+        // The header as a little-endian number of `count` bytes, in 64 bits: the 5-byte form
+        // does not fit a 32-bit Int (watchOS's arm64_32).
+        func header(_ count: Int) throws(PureZstdError) -> UInt64 {
+            var value: UInt64 = 0
+            for index in 0..<count { value |= UInt64(try byte(index)) << UInt64(8 * index) }
+            return value
+        }
         switch sizeFormat {
         case 0, 1:
-            let v = b0 + (try byte(1) << 8) + (try byte(2) << 16)
-            regenerated = (v >> 4) & 0x3FF
-            compressed = (v >> 14) & 0x3FF
+            let v = try header(3)
+            regenerated = Int((v >> 4) & 0x3FF)
+            compressed = Int((v >> 14) & 0x3FF)
             headerSize = 3
             streams = sizeFormat == 0 ? 1 : 4
         case 2:
-            let v = b0 + (try byte(1) << 8) + (try byte(2) << 16) + (try byte(3) << 24)
-            regenerated = (v >> 4) & 0x3FFF
-            compressed = (v >> 18) & 0x3FFF
+            let v = try header(4)
+            regenerated = Int((v >> 4) & 0x3FFF)
+            compressed = Int((v >> 18) & 0x3FFF)
             headerSize = 4
             streams = 4
         default:
-            let v = b0 + (try byte(1) << 8) + (try byte(2) << 16) + (try byte(3) << 24) + (try byte(4) << 32)
-            regenerated = (v >> 4) & 0x3FFFF
-            compressed = (v >> 22) & 0x3FFFF
+            let v = try header(5)
+            regenerated = Int((v >> 4) & 0x3FFFF)
+            compressed = Int((v >> 22) & 0x3FFFF)
             headerSize = 5
             streams = 4
         }

@@ -58,12 +58,13 @@ public enum PureZstd {
     ///     `.tooLarge`; memory use stays bounded by this limit.
     ///   - maximumWindowLog: frames whose window exceeds `1 << maximumWindowLog`
     ///     bytes throw `.windowTooLarge` (for single-segment frames the window is
-    ///     the frame content size). Must be in 10...31.
+    ///     the frame content size). Must be in 10...31 (10...30 on 32-bit systems).
     /// - Throws: `.corrupt` for empty input, a bad magic number, truncation,
     ///   trailing bytes, reserved bits, dictionary IDs, a bad checksum, a content
     ///   size mismatch or any malformed table or stream.
     public static func decompress(_ bytes: [UInt8], limit: Int, maximumWindowLog: Int = 23) throws(PureZstdError) -> [UInt8] {
-        precondition((10...31).contains(maximumWindowLog), "maximumWindowLog must be in 10...31")
+        // A window must fit an Int: 2^31 bytes does not on 32-bit systems, as with libzstd.
+        precondition((10...(Int.bitWidth == 64 ? 31 : 30)).contains(maximumWindowLog), "maximumWindowLog must be in 10...31 (30 on 32-bit)")
         var decoder = FrameDecoder(input: bytes, limit: max(0, limit), maximumWindowLog: maximumWindowLog)
         return try decoder.decodeAll()
     }

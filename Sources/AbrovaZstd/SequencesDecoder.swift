@@ -118,7 +118,9 @@ struct SequencesDecoder {
                     mlCode <= SequenceCodes.maxMatchLengthCode,
                     ofCode <= SequenceCodes.maxOffsetCode
                 else { throw .corrupt("a sequence has an invalid code") }
-                let offsetValue = (1 << ofCode) + Int(reader.read(ofCode))
+                // In 64 bits, then clamped: code 31 overflows a 32-bit Int (an offset that large
+                // is refused below as beyond the window).
+                let offsetValue = Int(clamping: Int64(1) << Int64(ofCode) + Int64(reader.read(ofCode)))
                 let matchLength = Int(SequenceCodes.matchLengthBase[mlCode]) + Int(reader.read(Int(SequenceCodes.matchLengthBits[mlCode])))
                 let literalLength =
                     Int(SequenceCodes.literalLengthBase[llCode]) + Int(reader.read(Int(SequenceCodes.literalLengthBits[llCode])))

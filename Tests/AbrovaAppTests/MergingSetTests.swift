@@ -64,6 +64,39 @@ import Testing
         await tablet.close()
     }
 
+    /// Under manual, the resolver's `local` for a merging set from a device that never saw the
+    /// document holds the server's fields too: `useLocal` keeps the device's merged fields and
+    /// removes nothing of the other device's.
+    @Test func useLocalAfterAMergingSetKeepsTheOtherDevicesFields() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        try await phone.collection("carts").document("c1").setData(["owner": "ana", "qty": ["milk": 1, "eggs": 6]])
+        await phone.syncNow()
+
+        let seen = AbrovaSyncTestBox()
+        let tablet = try AbrovaSync(
+            config: try AbrovaSyncConfigBuilder(apiKey: "k").serverURL(server.url).authToken("t")
+                .storePath(server.folder.path("tablet.sqlite")).conflictStrategy(.manual)
+                .conflictResolver { info in
+                    seen.set(info.local.map { .map($0) })
+                    return .useLocal
+                }
+                .build())
+        await tablet.disconnect()
+        let cart = tablet.collection("carts").document("c1")
+        try await cart.setData(["qty": ["milk": 2]], merge: true)
+        await tablet.reconnect()
+        await tablet.syncNow()
+        try await Task.sleep(for: .milliseconds(300))
+        await tablet.syncNow()
+
+        #expect(seen.value == ["owner": "ana", "qty": ["milk": 2, "eggs": 6]])
+        let onServer = try await phone.collection("carts").document("c1").getDocument(source: .server)
+        #expect(onServer.data == ["owner": "ana", "qty": ["milk": 2, "eggs": 6]])
+        await phone.close()
+        await tablet.close()
+    }
+
     /// A document the device saw deleted is created anew from the merged fields alone.
     @Test func aMergingSetAfterADeleteCreatesTheDocumentAnew() async throws {
         let server = try await ServedForApps()
@@ -107,4 +140,12 @@ import Testing
         #expect(await phone.pendingCount == 0)
         await phone.close()
     }
+}
+
+/// A value the resolver (any thread) sets and the test reads.
+final class AbrovaSyncTestBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: AbrovaSync.Value?
+    var value: AbrovaSync.Value? { lock.withLock { stored } }
+    func set(_ value: AbrovaSync.Value?) { lock.withLock { stored = value } }
 }

@@ -69,8 +69,8 @@ struct FixtureCase {
         }
         var change = DocumentDelta()
         var view = snapshot
-        for operation in fixture[try FieldPath("client")]?.arrayValue ?? [] {
-            let delta = try Self.delta(for: operation, base: snapshot.version, confirmed: snapshot, view: view)
+        for (index, operation) in (fixture[try FieldPath("client")]?.arrayValue ?? []).enumerated() {
+            let delta = try Self.delta(for: operation, base: snapshot.version, view: view, hasPendingChange: index > 0)
             change.compose(with: delta)
             view.applyLocally(delta, at: view.version.next)
         }
@@ -93,15 +93,15 @@ struct FixtureCase {
     /// Applies an operation made by someone who saw the latest state: it can never conflict.
     static func applyUncontested(_ operation: Value, to state: DocumentState) throws -> DocumentState {
         let result = try ConflictStrategy.serverWins.apply(
-            delta(for: operation, base: state.version, confirmed: state, view: state), to: state,
+            delta(for: operation, base: state.version, view: state, hasPendingChange: false), to: state,
             version: state.version.next)
         #expect(result.conflicts.isEmpty)
         return result.state
     }
 
-    /// The delta for one fixture operation.
-    /// `confirmed` and `view` are the device's states before it (they differ once its own changes are pending).
-    static func delta(for operation: Value, base: Version, confirmed: DocumentState, view: DocumentState) throws -> DocumentDelta {
+    /// The delta for one fixture operation, made on the device's `view` (`hasPendingChange`: with
+    /// earlier operations of its own in it).
+    static func delta(for operation: Value, base: Version, view: DocumentState, hasPendingChange: Bool) throws -> DocumentDelta {
         guard let fields = operation.mapValue else { throw FixtureError("an operation is not a map") }
         switch fields["op"]?.stringValue {
         case "create":
@@ -121,7 +121,7 @@ struct FixtureCase {
         case "delete":
             return DocumentDelta.delete(base: base)
         case "setMerge":
-            return try DocumentDelta.setMerging(fields["data"]?.mapValue ?? [:], base: base, confirmed: confirmed, view: view)
+            return try DocumentDelta.setMerging(fields["data"]?.mapValue ?? [:], base: base, view: view, hasPendingChange: hasPendingChange)
         default:
             throw FixtureError("unknown op in \(operation)")
         }

@@ -13,24 +13,24 @@ import Testing
 
     @Test func theDeviceDecidesFromWhatItHasSeen() throws {
         let cart = try state(DocumentDelta.create(["owner": "ana"], base: .zero))
-        let shown = try DocumentDelta.setMerging(data, base: cart.version, confirmed: cart, view: cart)
+        let shown = try DocumentDelta.setMerging(data, base: cart.version, view: cart, hasPendingChange: false)
         #expect(shown.createIfMissing == nil && shown.create == nil)
         #expect(Set(shown.assignments.keys.map(\.dotted)) == ["qty.milk", "note"])
 
-        let never = try DocumentDelta.setMerging(data, base: .zero, confirmed: DocumentState(), view: DocumentState())
+        let never = try DocumentDelta.setMerging(data, base: .zero, view: DocumentState(), hasPendingChange: false)
         #expect(never.createIfMissing == .zero && never.create == nil)
 
         let deleted = try state(DocumentDelta.delete(base: cart.version), on: cart, at: 2)
-        let seenDeleted = try DocumentDelta.setMerging(data, base: deleted.version, confirmed: deleted, view: deleted)
+        let seenDeleted = try DocumentDelta.setMerging(data, base: deleted.version, view: deleted, hasPendingChange: false)
         #expect(seenDeleted.createIfMissing == deleted.version)
 
         // Its own pending delete: the document is created anew.
         let view = cart.applyingLocally(DocumentDelta.delete(base: cart.version), at: Version(9))
-        let afterOwnDelete = try DocumentDelta.setMerging(data, base: cart.version, confirmed: cart, view: view)
+        let afterOwnDelete = try DocumentDelta.setMerging(data, base: cart.version, view: view, hasPendingChange: true)
         #expect(afterOwnDelete.create == cart.version && afterOwnDelete.createIfMissing == nil)
 
         #expect(throws: ValueError.self) {
-            try DocumentDelta.setMerging(["a": ["$x": 1]], base: .zero, confirmed: DocumentState(), view: DocumentState())
+            try DocumentDelta.setMerging(["a": ["$x": 1]], base: .zero, view: DocumentState(), hasPendingChange: false)
         }
     }
 

@@ -74,12 +74,13 @@ enum LiteralsEncoder {
             let v = 2 | 1 << 2 | n << 4 | c << 14
             header = [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v >> 16)]
         } else if n <= 16383 && c <= 16383 {
-            let v = 2 | 2 << 2 | n << 4 | c << 18
-            header = (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) }
+            // In 64 bits: these forms do not fit a 32-bit Int (watchOS's arm64_32).
+            let v: UInt64 = 2 | 2 << 2 | UInt64(n) << 4 | UInt64(c) << 18
+            header = (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * UInt64($0))) }
         } else {
             guard n <= 262_143 && c <= 262_143 else { return nil }
-            let v = 2 | 3 << 2 | n << 4 | c << 22
-            header = (0..<5).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) }
+            let v: UInt64 = 2 | 3 << 2 | UInt64(n) << 4 | UInt64(c) << 22
+            header = (0..<5).map { UInt8(truncatingIfNeeded: v >> (8 * UInt64($0))) }
         }
         return header + payload
     }
