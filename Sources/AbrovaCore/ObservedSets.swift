@@ -23,8 +23,9 @@ package struct ObservedSets: Equatable, Sendable {
 
     /// Applies `delta` as `DocumentState.applyLocally(_:at:)` does, as far as sets go: a create
     /// (or a `createIfMissing` of a document that does not exist) removes every set; a removal,
-    /// the sets within its path; a field removal, the set at its path; an assignment, the sets it overlaps; a set change changes its set in place, or
-    /// starts it anew with its adds (after removing the sets it overlaps) where there is none.
+    /// the sets within its path; a field removal, the set at its path; an assignment, the sets it
+    /// overlaps; a set change changes its set in place, or starts it anew with its adds (after
+    /// removing the sets it overlaps) where there is none.
     package mutating func apply(_ delta: DocumentDelta) {
         if delta.create != nil || delta.createIfMissing != nil && !documentExists { sets.removeAll() }
         if delta.create != nil || delta.createIfMissing != nil { documentExists = true }
