@@ -80,8 +80,9 @@ public enum Zstd {
     ///
     /// Output is produced by streaming and refused as soon as it would exceed `limit`, so memory
     /// stays near `limit` plus one window (at most `2^maximumWindowLog` bytes) whatever a frame
-    /// declares. A single-segment frame's window is its declared size, so a frame declaring more
-    /// than the window allows is refused from its header alone.
+    /// declares. A single-segment frame's window is its declared size, so one declaring more than
+    /// 128 KiB and more than the window allows is refused from its header alone (a smaller one
+    /// decodes whatever the window limit, as libzstd's streaming decoder does).
     ///
     /// - Parameters:
     ///   - limit: the most bytes the output may hold.
