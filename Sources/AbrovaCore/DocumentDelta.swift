@@ -201,17 +201,22 @@ public struct DocumentDelta: Hashable, Sendable {
     public static func create(_ data: [String: Value], base: Version) throws(ValueError) -> DocumentDelta {
         var delta = DocumentDelta()
         delta.create = base
-        // Top-level names never overlap, and the create removes everything first, so the leaves
-        // go straight in (composing them one by one would cost time quadratic in their number).
+        try delta.assignLeaves(of: data, base: base)
+        return delta
+    }
+
+    /// Assigns every leaf of `data`, each at its path. Leaves of distinct top-level names never
+    /// overlap, so they go straight in (composing them one by one would cost time quadratic in
+    /// their number); only for a change with nothing else written yet.
+    private mutating func assignLeaves(of data: [String: Value], base: Version) throws(ValueError) {
         for (key, value) in data {
             let path = try FieldPath(segments: [key])
             try value.validate(at: path, depth: 1)
             for (leafPath, leaf) in value.leaves(at: path) {
-                delta.assignments[leafPath] = Assignment(value: leaf, base: base)
-                delta.deepestPath = max(delta.deepestPath, leafPath.depth)
+                assignments[leafPath] = Assignment(value: leaf, base: base)
+                deepestPath = max(deepestPath, leafPath.depth)
             }
         }
-        return delta
     }
 
     /// `setData(_:merge: true)`: each leaf of `data` is assigned at its path (a map is merged into
@@ -223,15 +228,7 @@ public struct DocumentDelta: Hashable, Sendable {
     public static func setMerging(_ data: [String: Value], base: Version, documentExists: Bool) throws(ValueError) -> DocumentDelta {
         var delta = DocumentDelta()
         if !documentExists { delta.createIfMissing = base }
-        // Leaves of distinct top-level names never overlap: they go straight in.
-        for (key, value) in data {
-            let path = try FieldPath(segments: [key])
-            try value.validate(at: path, depth: 1)
-            for (leafPath, leaf) in value.leaves(at: path) {
-                delta.assignments[leafPath] = Assignment(value: leaf, base: base)
-                delta.deepestPath = max(delta.deepestPath, leafPath.depth)
-            }
-        }
+        try delta.assignLeaves(of: data, base: base)
         return delta
     }
 

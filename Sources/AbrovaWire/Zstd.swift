@@ -54,15 +54,6 @@ public struct ZstdError: Error, Hashable, Sendable, CustomStringConvertible {
 ///     let body = try Zstd.compress(json)
 ///     let json = try Zstd.decompress(body, limit: 32 << 20)
 public enum Zstd {
-    /// The codec this build uses, for figures and logs: `"libzstd"` or `"pure Swift"`.
-    public static var codecName: String {
-        #if ABROVA_SYSTEM_ZSTD
-            "libzstd"
-        #else
-            "pure Swift"
-        #endif
-    }
-
     /// Compresses `bytes` into one zstd frame (content size recorded, checksum on).
     ///
     /// - Parameter level: zstd's compression level; values outside zstd's range are clamped.

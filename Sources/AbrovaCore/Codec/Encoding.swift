@@ -90,12 +90,14 @@ extension DocumentDelta {
         if !fieldRemovals.isEmpty {
             parts["fieldRemovals"] = .map(fieldRemovals.reduce(into: [:]) { $0[$1.key.dotted] = $1.value.encoded })
         }
+        var values: [String: Value] = [:]
+        var stamps: [String: Value] = [:]
         for (path, assignment) in assignments {
-            let part = assignment.isServerTimestamp ? "serverTimestamps" : "assignments"
-            var entries = parts[part]?.mapValue ?? [:]
-            entries[path.dotted] = .array([assignment.value, assignment.base.encoded])
-            parts[part] = .map(entries)
+            let entry = Value.array([assignment.value, assignment.base.encoded])
+            if assignment.isServerTimestamp { stamps[path.dotted] = entry } else { values[path.dotted] = entry }
         }
+        if !values.isEmpty { parts["assignments"] = .map(values) }
+        if !stamps.isEmpty { parts["serverTimestamps"] = .map(stamps) }
         if !setChanges.isEmpty {
             parts["setChanges"] = .map(
                 setChanges.reduce(into: [:]) { result, entry in
