@@ -1,7 +1,7 @@
 /// A client's unsent change to one document: what it did, and the base version of each part.
 ///
 /// The parts apply in a fixed order: `create` (or `createIfMissing`), `removals`, `fieldRemovals`,
-/// `assignments`, `setChanges`, `delete`.
+/// `assignments`, `setChanges`, `increments`, `delete`.
 /// A base is the document version the client had seen when it first touched that part; the server
 /// counts a field as "changed on the server" when its version is newer than the base.
 /// See Spec/conflicts.md.
@@ -65,6 +65,9 @@ public struct DocumentDelta: Hashable, Sendable {
     public internal(set) var assignments: [FieldPath: Assignment]
     /// Set operations.
     public internal(set) var setChanges: [FieldPath: SetChange]
+    /// Counter increments (`FieldValue.increment`): each adds its amount to the number the field
+    /// holds where the change is applied. See `Increment`.
+    public internal(set) var increments: [FieldPath: Increment]
     /// When set, the document is deleted last.
     public var delete: Version?
     /// At least the depth of every path here (more once deeper paths are taken out); every write
@@ -79,8 +82,8 @@ public struct DocumentDelta: Hashable, Sendable {
     /// directly. A change composed again and again (a batch's) then never scans its paths.
     private var prefixesOfPaths: Set<FieldPath>?
 
-    /// Checks that no two writes (assignments, set changes) touch one place: a path and a path
-    /// under it, or a path both assigned and changed as a set. Applied in any order they would
+    /// Checks that no two writes (assignments, set changes, increments) touch one place: a path
+    /// and a path under it, or a path both changed as a set and assigned or incremented. Applied in any order they would
     /// then give different documents on different replicas. The SDK's deltas never do (compose
     /// retires what a later write covers); a hand-made one is refused.
     ///
@@ -94,13 +97,16 @@ public struct DocumentDelta: Hashable, Sendable {
         }
         // The smallest, not the first the dictionary's order (which varies from run to run) meets.
         var assignedAndChanged: FieldPath?
-        for path in setChanges.keys where assignments[path] != nil && assignedAndChanged.map({ path < $0 }) ?? true {
+        for path in setChanges.keys
+        where (assignments[path] != nil || increments[path] != nil) && assignedAndChanged.map({ path < $0 }) ?? true {
             assignedAndChanged = path
         }
         if let assignedAndChanged { throw refuse(assignedAndChanged, assignedAndChanged) }
         guard hasNestedPaths else { return } // distinct top-level paths never overlap
+        // An assignment and an increment of one path are one write: the increment adds to the value.
         var written = Set(assignments.keys)
         written.formUnion(setChanges.keys)
+        written.formUnion(increments.keys)
         for path in written.sorted() {
             var prefix = path
             while let parent = prefix.parent, !parent.isRoot {
@@ -118,6 +124,7 @@ public struct DocumentDelta: Hashable, Sendable {
         for path in fieldRemovals.keys { deepestPath = max(deepestPath, path.depth) }
         for path in assignments.keys { deepestPath = max(deepestPath, path.depth) }
         for path in setChanges.keys { deepestPath = max(deepestPath, path.depth) }
+        for path in increments.keys { deepestPath = max(deepestPath, path.depth) }
     }
 
     // Equality is about the parts: `deepestPath` is bookkeeping.
@@ -125,7 +132,7 @@ public struct DocumentDelta: Hashable, Sendable {
         left.create == right.create && left.createIfMissing == right.createIfMissing && left.delete == right.delete
             && left.removals == right.removals
             && left.fieldRemovals == right.fieldRemovals && left.assignments == right.assignments
-            && left.setChanges == right.setChanges
+            && left.setChanges == right.setChanges && left.increments == right.increments
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -136,6 +143,7 @@ public struct DocumentDelta: Hashable, Sendable {
         hasher.combine(fieldRemovals)
         hasher.combine(assignments)
         hasher.combine(setChanges)
+        hasher.combine(increments)
     }
 
     /// A change that does nothing.
@@ -144,6 +152,7 @@ public struct DocumentDelta: Hashable, Sendable {
         fieldRemovals = [:]
         assignments = [:]
         setChanges = [:]
+        increments = [:]
     }
 
     /// Whether the change does nothing at all.
@@ -157,7 +166,7 @@ public struct DocumentDelta: Hashable, Sendable {
     }
 
     private var hasFieldParts: Bool {
-        !removals.isEmpty || !fieldRemovals.isEmpty || !assignments.isEmpty || !setChanges.isEmpty
+        !removals.isEmpty || !fieldRemovals.isEmpty || !assignments.isEmpty || !setChanges.isEmpty || !increments.isEmpty
     }
 
     /// The earliest base of any part (`Version.zero` for an empty change).
@@ -178,6 +187,7 @@ public struct DocumentDelta: Hashable, Sendable {
         for base in fieldRemovals.values { latest = max(latest, base) }
         for assignment in assignments.values { latest = max(latest, assignment.base) }
         for change in setChanges.values { latest = max(latest, change.base) }
+        for increment in increments.values { latest = max(latest, increment.base) }
         return latest
     }
 
@@ -190,6 +200,7 @@ public struct DocumentDelta: Hashable, Sendable {
         for base in fieldRemovals.values { consider(base) }
         for assignment in assignments.values { consider(assignment.base) }
         for change in setChanges.values { consider(change.base) }
+        for increment in increments.values { consider(increment.base) }
         return earliest
     }
 
@@ -292,13 +303,19 @@ public struct DocumentDelta: Hashable, Sendable {
     ///
     /// `serverTimestamps` are assigned as the other values (a timestamp each, the device's
     /// estimate), and marked for the server to write its own time over (a path in both takes the
-    /// server's time).
+    /// server's time). `increments` (amounts, `.int` or `.double`) come last.
     public static func update(
         set assignments: [FieldPath: Value] = [:], remove removals: [FieldPath] = [],
         setAdd: [FieldPath: [Value]] = [:], setRemove: [FieldPath: [Value]] = [:],
-        serverTimestamps: [FieldPath: Timestamp] = [:],
+        serverTimestamps: [FieldPath: Timestamp] = [:], increments: [FieldPath: Value] = [:],
         base: Version
     ) throws(ValueError) -> DocumentDelta {
+        guard increments.isEmpty else {
+            var delta = try update(
+                set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, serverTimestamps: serverTimestamps, base: base)
+            try delta.increment(increments, base: base)
+            return delta
+        }
         guard serverTimestamps.isEmpty else {
             var values = assignments
             for (path, estimate) in serverTimestamps { values[path] = .timestamp(estimate) }
@@ -361,12 +378,13 @@ public struct DocumentDelta: Hashable, Sendable {
 
     init(
         removals: [FieldPath: Version] = [:], assignments: [FieldPath: Assignment] = [:],
-        setChanges: [FieldPath: SetChange] = [:]
+        setChanges: [FieldPath: SetChange] = [:], increments: [FieldPath: Increment] = [:]
     ) {
         self.removals = removals
         fieldRemovals = [:]
         self.assignments = assignments
         self.setChanges = setChanges
+        self.increments = increments
         notePathDepths()
     }
 
@@ -449,6 +467,13 @@ public struct DocumentDelta: Hashable, Sendable {
                 setChanges[path] = SetChange(adds: change.adds, removes: change.removes, base: base)
             }
         }
+        Self.forEach(inPathOrder: later.increments) { path, increment in
+            let base = min(increment.base, earliestBase(touching: path) ?? increment.base)
+            // An assignment there stays: the increment adds to what it assigns.
+            retire(overlapping: path, keepingAssignment: true, keepingIncrement: true)
+            let amount = increments[path].map { Increment.sum($0.amount, increment.amount) } ?? increment.amount
+            increments[path] = Increment(amount: amount, base: base)
+        }
         if let deleteBase = later.delete {
             delete = min(delete ?? deleteBase, deleteBase)
         }
@@ -485,6 +510,7 @@ public struct DocumentDelta: Hashable, Sendable {
             if !fieldRemovals.isEmpty { fieldRemovals[prefix].map(consider) }
             if !assignments.isEmpty { assignments[prefix].map { consider($0.base) } }
             if !setChanges.isEmpty { setChanges[prefix].map { consider($0.base) } }
+            if !increments.isEmpty { increments[prefix].map { consider($0.base) } }
             prefix = prefix.parent ?? .root
         }
         if hasPaths(under: path) {
@@ -492,6 +518,7 @@ public struct DocumentDelta: Hashable, Sendable {
             for (other, base) in fieldRemovals where other.isWithin(path) { consider(base) }
             for (other, assignment) in assignments where other.isWithin(path) { consider(assignment.base) }
             for (other, change) in setChanges where other.isWithin(path) { consider(change.base) }
+            for (other, increment) in increments where other.isWithin(path) { consider(increment.base) }
         }
         return earliest
     }
@@ -500,17 +527,22 @@ public struct DocumentDelta: Hashable, Sendable {
     /// on the device they are overwritten anyway; at the server they still probe for conflicts.
     /// A write had also replaced the fields at the prefixes of its path, and the later part that
     /// overwrites it may not: those stay replaced, as field removals.
-    private mutating func retire(at path: FieldPath, keepingAssignment: Bool = false) {
+    private mutating func retire(at path: FieldPath, keepingAssignment: Bool = false, keepingIncrement: Bool = false) {
         if !keepingAssignment, !assignments.isEmpty, let assignment = assignments.removeValue(forKey: path) {
             keepAsRemoval(path, base: assignment.base)
         }
         if !setChanges.isEmpty, let change = setChanges.removeValue(forKey: path) { keepAsRemoval(path, base: change.base) }
+        if !keepingIncrement, !increments.isEmpty, let increment = increments.removeValue(forKey: path) {
+            keepAsRemoval(path, base: increment.base)
+        }
     }
 
     /// Retires what overlaps `path` (or, with `onlyWithin`, what lies within it); with
-    /// `keepingAssignment`, not an assignment at `path` itself.
-    private mutating func retire(overlapping path: FieldPath, onlyWithin: Bool = false, keepingAssignment: Bool = false) {
-        retire(at: path, keepingAssignment: keepingAssignment)
+    /// `keepingAssignment` (`keepingIncrement`), not an assignment (an increment) at `path` itself.
+    private mutating func retire(
+        overlapping path: FieldPath, onlyWithin: Bool = false, keepingAssignment: Bool = false, keepingIncrement: Bool = false
+    ) {
+        retire(at: path, keepingAssignment: keepingAssignment, keepingIncrement: keepingIncrement)
         if !onlyWithin {
             var prefix = path.parent ?? .root
             while !prefix.isRoot {
@@ -548,6 +580,7 @@ public struct DocumentDelta: Hashable, Sendable {
         for path in delta.fieldRemovals.keys { note(path) }
         for path in delta.assignments.keys { note(path) }
         for path in delta.setChanges.keys { note(path) }
+        for path in delta.increments.keys { note(path) }
     }
 
     private mutating func retire(where matches: (FieldPath) -> Bool) {
@@ -559,6 +592,10 @@ public struct DocumentDelta: Hashable, Sendable {
         for (path, change) in setChanges where matches(path) {
             setChanges[path] = nil
             retired.append((path, change.base))
+        }
+        for (path, increment) in increments where matches(path) {
+            increments[path] = nil
+            retired.append((path, increment.base))
         }
         keepAsRemovals(retired)
     }
@@ -614,8 +651,9 @@ public struct DocumentDelta: Hashable, Sendable {
 
 extension DocumentState {
     /// Applies a change unconditionally, as the device does for its own view: every part takes
-    /// effect, written at `version`.
-    public mutating func applyLocally(_ delta: DocumentDelta, at version: Version) {
+    /// effect, written at `version` (the increments too, unless `includingIncrements` is false:
+    /// the server's join adds them after it settled the other parts).
+    public mutating func applyLocally(_ delta: DocumentDelta, at version: Version, includingIncrements: Bool = true) {
         let delta = delta.resolvingCreateIfMissing(documentExists: exists)
         if delta.create != nil {
             setExistence(true, at: version)
@@ -627,13 +665,22 @@ extension DocumentState {
         for (path, change) in delta.setChanges {
             changeSet(at: path, adding: change.adds, removing: change.removes, version: version)
         }
+        if includingIncrements { applyIncrements(of: delta, at: version) }
         if delta.delete != nil { setExistence(false, at: version) }
     }
 
+    /// Applies the change's increments alone, written at `version`.
+    mutating func applyIncrements(of delta: DocumentDelta, at version: Version) {
+        guard !delta.increments.isEmpty else { return }
+        for (path, increment) in delta.increments.sorted(by: { $0.key < $1.key }) {
+            self.increment(path, by: increment.amount, at: version)
+        }
+    }
+
     /// This state with a change applied unconditionally. See `applyLocally(_:at:)`.
-    public func applyingLocally(_ delta: DocumentDelta, at version: Version) -> DocumentState {
+    public func applyingLocally(_ delta: DocumentDelta, at version: Version, includingIncrements: Bool = true) -> DocumentState {
         var result = self
-        result.applyLocally(delta, at: version)
+        result.applyLocally(delta, at: version, includingIncrements: includingIncrements)
         return result
     }
 }

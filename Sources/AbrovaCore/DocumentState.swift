@@ -140,7 +140,7 @@ public struct DocumentState: Hashable, Sendable {
     /// `applyLocally` gives on a pristine state, without looking for what each write replaces.
     /// `nil` for any other change.
     init?(creating delta: DocumentDelta, at version: Version) {
-        guard delta.create != nil, !delta.assignments.keys.contains(where: \.isNested),
+        guard delta.create != nil, delta.increments.isEmpty, !delta.assignments.keys.contains(where: \.isNested),
             !delta.setChanges.keys.contains(where: { $0.isNested || delta.assignments[$0] != nil })
         else { return nil }
         self.init()

@@ -25,7 +25,7 @@ package struct ObservedSets: Equatable, Sendable {
     /// (or a `createIfMissing` of a document that does not exist) removes every set; a removal,
     /// the sets within its path; a field removal, the set at its path; an assignment, the sets it
     /// overlaps; a set change changes its set in place, or starts it anew with its adds (after
-    /// removing the sets it overlaps) where there is none.
+    /// removing the sets it overlaps) where there is none; an increment, the sets it overlaps.
     package mutating func apply(_ delta: DocumentDelta) {
         if delta.create != nil || delta.createIfMissing != nil && !documentExists { sets.removeAll() }
         if delta.create != nil || delta.createIfMissing != nil { documentExists = true }
@@ -41,6 +41,7 @@ package struct ObservedSets: Equatable, Sendable {
                 sets[path] = change.adds
             }
         }
+        for path in delta.increments.keys { removeSets { $0.overlaps(path) } }
         if delta.delete != nil { documentExists = false }
     }
 

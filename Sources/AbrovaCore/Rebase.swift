@@ -40,6 +40,9 @@ extension DocumentDelta {
         for (path, change) in setChanges {
             result.setChanges[path] = SetChange(adds: change.adds, removes: change.removes, base: rebase(change.base, path))
         }
+        for (path, increment) in increments {
+            result.increments[path]?.base = rebase(increment.base, path)
+        }
         return result
     }
 }

@@ -130,7 +130,7 @@ private struct ServerJoin {
             keepsExistence = outcome == .serverWon
         }
 
-        state.applyLocally(delta, at: version)
+        state.applyLocally(delta, at: version, includingIncrements: false)
         if !savedExistence.exists, conflicts.first?.path.isRoot == true {
             state.setExistence(true, at: version) // the edit wins: the document comes back
         }
@@ -172,23 +172,46 @@ private struct ServerJoin {
 
         if strategy == .manual, !conflicts.isEmpty {
             putBack(&state, existence: savedExistence, version: savedVersion)
-            return JoinReport(conflicts: conflicts)
+            // The rest waits for the resolver; the increments count now (they never conflict).
+            guard !delta.increments.isEmpty, savedExistence.exists else { return JoinReport(conflicts: conflicts) }
+            applyIncrements(to: &state)
+            return JoinReport(changes: writtenChanges(in: &state, savedVersion: savedVersion), conflicts: conflicts)
         }
         if keepsExistence { state.restore(savedExistence) }
+        applyIncrements(to: &state)
         if state.byteSize > maximumBytes, state.byteSize > savedBytes {
             let size = state.byteSize
             putBack(&state, existence: savedExistence, version: savedVersion)
             throw ValueError(.tooLarge, field: "", detail: "the document would hold \(size) bytes; the limit is \(maximumBytes)")
         }
 
-        // What was written at the new version is the change's delta-state.
+        return JoinReport(changes: writtenChanges(in: &state, savedVersion: savedVersion), conflicts: conflicts)
+    }
+
+    /// What was written at the new version, the change's delta-state; the state's version is
+    /// the new one when anything was.
+    private func writtenChanges(in state: inout DocumentState, savedVersion: Version) -> DocumentState {
         var changes = DocumentState()
-        for path in bases.keys {
+        for path in saved.keys {
             if let field = state[path], field.version == version { changes.store(field, at: path) }
         }
         if state.existence.version == version { changes.setExistence(state.existence.exists, at: version) }
         state.restoreVersion(changes.version == version ? version : savedVersion)
-        return JoinReport(changes: changes, conflicts: conflicts)
+        return changes
+    }
+
+    /// Adds the change's increments to the fields as the join left them: an increment never
+    /// conflicts, so it counts whatever happened to the change's other parts. What it replaces is
+    /// saved first (a field the other parts touched was saved before they ran).
+    private mutating func applyIncrements(to state: inout DocumentState) {
+        guard !delta.increments.isEmpty else { return }
+        for path in delta.increments.keys {
+            if saved[path] == nil { saved[path] = .some(state[path]) }
+            state.forEachLivePath(overlapping: path) { live in
+                if saved[live] == nil { saved[live] = .some(state[live]) }
+            }
+        }
+        state.applyIncrements(of: delta, at: version)
     }
 
     /// Puts every touched field, the existence register and the version back as they were.

@@ -262,7 +262,9 @@ public final class SyncService: Sendable {
         }
         if strategy == .manual && !report.conflicts.isEmpty {
             guard !isHidden, let server = before else { return Verdict(answer: hidden.answer) }
-            return Verdict(answer: .unresolved(state: server.state, conflicts: report.conflicts))
+            // The change's increments count even so (they never conflict): saved with them.
+            guard report.isApplied else { return Verdict(answer: .unresolved(state: server.state, conflicts: report.conflicts)) }
+            return Verdict(answer: .unresolved(state: state, conflicts: report.conflicts), write: after)
         }
         // Deleting what never was saves nothing: no tombstone, and no owner for the id.
         guard before != nil || report.isApplied else { return Verdict(answer: .applied(version: version, state: nil, conflicts: [])) }

@@ -61,7 +61,7 @@ struct FreezePlan: Equatable {
     /// Whether the queued change `delta` of `row` may compose into `earlier`, its document's
     /// open change of the batch (see `init`).
     private static func composes(_ delta: DocumentDelta, of row: QueueRow, into earlier: BatchChange) -> Bool {
-        row.composes && LocalStore.isOnNoNewerBase(delta, than: earlier.delta)
+        row.composes && LocalStore.composes(delta, into: earlier.delta)
     }
 
     /// The batch as it stays in flight; `nil` when every change taken was cancelled.

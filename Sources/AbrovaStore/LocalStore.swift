@@ -196,20 +196,21 @@ package actor LocalStore {
                 document in
                 try DocumentDelta.create(data, base: document.confirmed.version).markingServerTimestamps(stamps)
             }
-        case .setMerging(let data, let stamps):
+        case .setMerging(let data, let stamps, let increments):
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
                 document in
                 try DocumentDelta.setMerging(
                     data, base: document.confirmed.version, view: document.view, hasPendingChange: hasPendingChange
                 )
                 .markingServerTimestamps(stamps)
+                .incrementing(topLevel: increments, base: document.confirmed.version)
             }
-        case .update(let assignments, let removals, let setAdd, let setRemove, let stamps):
+        case .update(let assignments, let removals, let setAdd, let setRemove, let stamps, let increments):
             try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
                 document in
                 try DocumentDelta.update(
                     set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, serverTimestamps: stamps,
-                    base: document.confirmed.version)
+                    increments: increments, base: document.confirmed.version)
             }
         case .delete:
             try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
@@ -275,7 +276,7 @@ package actor LocalStore {
         try database.write { database in
             try alongside?(database)
             if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, !tail.isAlone,
-                tail.writes < Self.maximumComposedWrites, Self.isOnNoNewerBase(delta, than: tail.delta)
+                tail.writes < Self.maximumComposedWrites, Self.composes(delta, into: tail.delta)
             {
                 tail.parts = PendingChange.appending(
                     Self.encode(delta), to: tail.parts ?? PendingChange.parts(holding: Self.encode(tail.delta)))
@@ -506,11 +507,12 @@ package actor LocalStore {
     /// starts a new change. A freeze composes a batch's changes past it, joining parts once.
     static let maximumComposedWrites = 64
 
-    /// Whether `later` may compose into `earlier` as far as their bases go: a change made after a
-    /// pull brought a newer document (a newer base) stays apart, since composed it would take the
-    /// older base and meet the change it had seen as a conflict.
-    static func isOnNoNewerBase(_ later: DocumentDelta, than earlier: DocumentDelta) -> Bool {
-        later.latestBase <= earlier.earliestBase
+    /// Whether `later` may compose into `earlier`: not when it was made after a pull brought a
+    /// newer document (a newer base), since composed it would take the older base and meet the
+    /// change it had seen as a conflict; nor when it overwrites a counter `earlier` increments
+    /// (`DocumentDelta.canCompose(with:)`).
+    static func composes(_ later: DocumentDelta, into earlier: DocumentDelta) -> Bool {
+        later.latestBase <= earlier.earliestBase && earlier.canCompose(with: later)
     }
 
     /// The changes of `parts`, in the order they were made.

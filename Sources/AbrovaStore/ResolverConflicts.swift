@@ -88,18 +88,26 @@ extension LocalStore {
                 switch resolution {
                 case .set(let data, let stamps):
                     delta = try DocumentDelta.create(data, base: confirmed.version).markingServerTimestamps(stamps)
-                case .setMerging(let data, let stamps):
+                case .setMerging(let data, let stamps, let increments):
                     // Made before the writes waiting behind it, which are composed after it.
                     delta = try DocumentDelta.setMerging(data, base: confirmed.version, view: confirmed, hasPendingChange: false)
                         .markingServerTimestamps(stamps)
+                        .incrementing(topLevel: increments, base: confirmed.version)
                 case .delete: delta = DocumentDelta.delete(base: confirmed.version)
-                case .update(let assignments, let removals, let setAdd, let setRemove, let stamps):
+                case .update(let assignments, let removals, let setAdd, let setRemove, let stamps, let increments):
                     delta = try DocumentDelta.update(
                         set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, serverTimestamps: stamps,
-                        base: confirmed.version)
+                        increments: increments, base: confirmed.version)
                 }
             } catch let error as ValueError {
                 throw StoreError(error)
+            }
+            // The resolution goes first in the document's first pending change; were it to
+            // increment a counter that change overwrites, composing would lose the increment.
+            guard delta.canCompose(with: waiting) else {
+                throw StoreError(
+                    .invalidValue,
+                    "the resolution increments a counter that the writes waiting behind it overwrite; assign the value instead")
             }
             // The change keeps its writes' own changes while it can (Spec/storage.md, "Writes").
             let keptParts =

@@ -133,10 +133,11 @@ struct SettledAnswer {
                 let local: String? =
                     if let kept {
                         kept.local
-                    } else if change.delta.createIfMissing != nil {
+                    } else if change.delta.createIfMissing != nil || !change.delta.increments.isEmpty {
                         // A merging set from a device that never saw the document: its fields over
                         // the server's, which the merge keeps (and `useLocal` must not remove).
-                        state.applyingLocally(change.delta, at: LocalStore.localVersion).documentJSON
+                        // Increments: the server counted them, so its counters stand as they are.
+                        state.applyingLocally(change.delta, at: LocalStore.localVersion, includingIncrements: false).documentJSON
                     } else {
                         localViews[change.key] ?? nil
                     }

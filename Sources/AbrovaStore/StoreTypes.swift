@@ -374,13 +374,14 @@ package enum WriteOperation: Sendable {
     /// `serverTimestamps` hold the device's estimate of the server's time, which the server writes.
     case set([String: Value], serverTimestamps: Set<String> = [])
     /// Merge these fields into the document, leaf by leaf (a map merges into the map there), and
-    /// leave its other fields; create it when there is none (`setData(_:merge: true)`).
-    case setMerging([String: Value], serverTimestamps: Set<String> = [])
-    /// Assign, remove, and change sets by path, and mark paths for the server's time (each with
-    /// the device's estimate); the document must exist.
+    /// leave its other fields; create it when there is none (`setData(_:merge: true)`). The
+    /// top-level fields in `increments` are counters, incremented by the amounts there.
+    case setMerging([String: Value], serverTimestamps: Set<String> = [], increments: [String: Value] = [:])
+    /// Assign, remove, and change sets by path, mark paths for the server's time (each with
+    /// the device's estimate), and increment counters; the document must exist.
     case update(
         set: [FieldPath: Value], remove: [FieldPath], setAdd: [FieldPath: [Value]], setRemove: [FieldPath: [Value]],
-        serverTimestamps: [FieldPath: Timestamp] = [:])
+        serverTimestamps: [FieldPath: Timestamp] = [:], increments: [FieldPath: Value] = [:])
     /// Delete the document.
     case delete
 }
@@ -417,6 +418,19 @@ extension DocumentDelta {
         guard !names.isEmpty else { return self }
         var result = self
         result.markServerTimestamps(names.compactMap { try? FieldPath(segments: [$0]) })
+        return result
+    }
+
+    /// This change with the top-level fields `amounts` names incremented by them, after its other
+    /// parts (`DocumentDelta.increment(_:base:)`).
+    ///
+    /// - Throws: `ValueError` naming the field when a name or an amount cannot be one.
+    func incrementing(topLevel amounts: [String: Value], base: Version) throws(ValueError) -> DocumentDelta {
+        guard !amounts.isEmpty else { return self }
+        var paths: [FieldPath: Value] = [:]
+        for (name, amount) in amounts { paths[try FieldPath(segments: [name])] = amount }
+        var result = self
+        try result.increment(paths, base: base)
         return result
     }
 }

@@ -33,6 +33,7 @@ extension AbrovaSync {
             case setAdd([Value])
             case setRemove([Value])
             case serverTimestamp
+            case increment(Value)
         }
 
         let change: Change
@@ -76,6 +77,19 @@ extension AbrovaSync.FieldValueConvertible where Self == AbrovaSync.FieldValue {
     /// The server's time when it applies the write (a timestamp). Until then the device shows its
     /// own clock's time, and the server's comes back with the next sync.
     public static func serverTimestamp() -> AbrovaSync.FieldValue { AbrovaSync.FieldValue(.serverTimestamp) }
+    /// Adds `amount` to the number in the field, making it a counter: increments from any number
+    /// of devices, online or offline, each count exactly once and never conflict. A field that
+    /// holds no number takes `amount`; integers stay integers (clamped to `Int64`'s range).
+    ///
+    ///     try await cart.updateData(["qty.milk": .increment(1)])
+    public static func increment(_ amount: Int) -> AbrovaSync.FieldValue { AbrovaSync.FieldValue(.increment(.int(Int64(amount)))) }
+    /// Adds `amount` to the number in the field (see `increment(_:)`); the field becomes a double.
+    public static func increment(_ amount: Double) -> AbrovaSync.FieldValue { AbrovaSync.FieldValue(.increment(.double(amount))) }
+    /// Adds an integer of any kind (see `increment(_:)`), clamped to `Int64`'s range.
+    @_disfavoredOverload
+    public static func increment(_ amount: some BinaryInteger) -> AbrovaSync.FieldValue {
+        AbrovaSync.FieldValue(.increment(.int(Int64(clamping: amount))))
+    }
     /// Adds elements to the set field (as `arrayUnion(_:)`).
     public static func setAdd(_ elements: [Value]) -> AbrovaSync.FieldValue { AbrovaSync.FieldValue(.setAdd(elements)) }
     /// Removes elements from the set field (as `arrayRemove(_:)`).

@@ -108,7 +108,7 @@ extension AbrovaSync {
         ///   queued then.
         @discardableResult
         public func setData(_ data: [String: Value]) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            try await set(data, serverTimestamps: [], merge: false)
+            try await set(data, serverTimestamps: [], increments: [:], merge: false)
         }
 
         /// Replaces the document with these fields, given as Swift values (`String`, `Int`,
@@ -133,7 +133,7 @@ extension AbrovaSync {
         ///     try await cart.setData(["qty": ["milk": 2]], merge: true)   // qty.eggs stays
         @discardableResult
         public func setData(_ data: [String: Value], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            try await set(data, serverTimestamps: [], merge: merge)
+            try await set(data, serverTimestamps: [], increments: [:], merge: merge)
         }
 
         /// `setData(_:merge:)` with Swift values and `FieldValue.serverTimestamp()`.
@@ -142,6 +142,7 @@ extension AbrovaSync {
         public func setData(_ data: [String: any FieldValueConvertible], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
             var values: [String: Value] = [:]
             var stamps: Set<String> = []
+            var increments: [String: Value] = [:]
             let now = Timestamp(Date())
             for (name, field) in data {
                 switch field.fieldValue.change {
@@ -149,6 +150,9 @@ extension AbrovaSync {
                 case .serverTimestamp:
                     values[name] = .timestamp(now)
                     stamps.insert(name)
+                // Merged, the field counts; replacing the document, it starts from the amount.
+                case .increment(let amount) where merge: increments[name] = amount
+                case .increment(let amount): values[name] = amount
                 case .remove, .setAdd, .setRemove:
                     throw AbrovaSyncError(
                         .refused, reason: .invalid,
@@ -156,15 +160,17 @@ extension AbrovaSync {
                             "\(name): setData takes values and serverTimestamp(); delete(), arrayUnion and arrayRemove are for updateData")
                 }
             }
-            return try await set(values, serverTimestamps: stamps, merge: merge)
+            return try await set(values, serverTimestamps: stamps, increments: increments, merge: merge)
         }
 
-        private func set(_ data: [String: Value], serverTimestamps: Set<String>, merge: Bool) async throws(AbrovaSyncError)
-            -> DocumentSnapshot
-        {
+        private func set(
+            _ data: [String: Value], serverTimestamps: Set<String>, increments: [String: Value], merge: Bool
+        ) async throws(AbrovaSyncError) -> DocumentSnapshot {
             let key = key
             let operation: WriteOperation =
-                merge ? .setMerging(data, serverTimestamps: serverTimestamps) : .set(data, serverTimestamps: serverTimestamps)
+                merge
+                ? .setMerging(data, serverTimestamps: serverTimestamps, increments: increments)
+                : .set(data, serverTimestamps: serverTimestamps)
             return try await sync.write(key) { store, online in try await store.write(operation, for: key, asWritten: online) }
         }
 
@@ -204,6 +210,7 @@ extension AbrovaSync {
             var adds: [FieldPath: [Value]] = [:]
             var removes: [FieldPath: [Value]] = [:]
             var stamps: [FieldPath: Timestamp] = [:]
+            var increments: [FieldPath: Value] = [:]
             let now = Timestamp(Date())
             for (dotted, change) in fields {
                 let path: FieldPath
@@ -218,12 +225,15 @@ extension AbrovaSync {
                 case .setAdd(let elements): adds[path] = elements
                 case .setRemove(let elements): removes[path] = elements
                 case .serverTimestamp: stamps[path] = now
+                case .increment(let amount): increments[path] = amount
                 }
             }
             let key = key
-            return try await sync.write(key) { [assignments, removals, adds, removes, stamps] store, online in
+            return try await sync.write(key) { [assignments, removals, adds, removes, stamps, increments] store, online in
                 try await store.write(
-                    .update(set: assignments, remove: removals, setAdd: adds, setRemove: removes, serverTimestamps: stamps),
+                    .update(
+                        set: assignments, remove: removals, setAdd: adds, setRemove: removes, serverTimestamps: stamps,
+                        increments: increments),
                     for: key, asWritten: online)
             }
         }

@@ -39,6 +39,8 @@ public struct InMemoryServer: Sendable {
             do {
                 let report = try strategy.apply(delta, to: &state, version: next)
                 if strategy == .manual && !report.conflicts.isEmpty {
+                    // As the real server: the change's increments count even so.
+                    if report.isApplied { documents[change.key] = state }
                     answer.append(.unresolved(state: state, conflicts: report.conflicts))
                     continue
                 }

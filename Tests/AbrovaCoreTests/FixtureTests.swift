@@ -117,6 +117,7 @@ struct FixtureCase {
                 remove: (fields["unset"]?.arrayValue ?? []).map { try FieldPath($0.stringValue ?? "") },
                 setAdd: paths("add") { $0.arrayValue ?? [] },
                 setRemove: paths("remove") { $0.arrayValue ?? [] },
+                increments: paths("increment") { $0 },
                 base: base)
         case "delete":
             return DocumentDelta.delete(base: base)

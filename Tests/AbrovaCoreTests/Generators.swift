@@ -8,6 +8,8 @@ enum Operation: CustomStringConvertible {
     case setMerging([String: Value], documentExists: Bool)
     case update(set: [FieldPath: Value], remove: [FieldPath], add: [FieldPath: [Value]], removeElements: [FieldPath: [Value]])
     case delete
+    /// `updateData` with `FieldValue.increment` at each path.
+    case increment([FieldPath: Value])
 
     func delta(base: Version) -> DocumentDelta {
         switch self {
@@ -21,6 +23,8 @@ enum Operation: CustomStringConvertible {
                 ?? DocumentDelta()
         case .delete:
             return DocumentDelta.delete(base: base)
+        case .increment(let amounts):
+            return (try? DocumentDelta.update(increments: amounts, base: base)) ?? DocumentDelta()
         }
     }
 
@@ -38,6 +42,7 @@ enum Operation: CustomStringConvertible {
                         ? nil : "remove: " + removeElements.map { "\($0.key)-\($0.value)" }.sorted().joined(separator: ","),
                 ].compactMap { $0 }.joined(separator: "; ") + ")"
         case .delete: "delete"
+        case .increment(let amounts): "increment(" + amounts.map { "\($0.key)+=\($0.value)" }.sorted().joined(separator: ",") + ")"
         }
     }
 }
@@ -46,6 +51,8 @@ enum Operation: CustomStringConvertible {
 enum Generate {
     static let registerPaths: [FieldPath] = ["a", "b", "c", "a.x", "a.y", "a.x.z", "b.w"].map { try! FieldPath($0) }
     static let setPaths: [FieldPath] = ["s", "t", "b"].map { try! FieldPath($0) }
+    /// Counters, at paths that overlap registers and sets (an increment replaces what is there).
+    static let counterPaths: [FieldPath] = ["n", "m", "a", "a.x", "s"].map { try! FieldPath($0) }
     static let elements: [Value] = ["milk", "eggs", "bread", 1, 2.5, .timestamp(Timestamp(microsecondsSince1970: 7)), .bytes([1])]
 
     static func value(_ choices: inout Choices) -> Value {
@@ -76,10 +83,11 @@ enum Generate {
             default: return .create(data(&choices))
             }
         }
-        switch choices.below(11) {
+        switch choices.below(13) {
         case 0: return .create(data(&choices))
         case 1: return .delete
         case 2: return .setMerging(nestedData(&choices), documentExists: true)
+        case 3, 4: return .increment(increments(&choices))
         default:
             var set: [FieldPath: Value] = [:]
             var remove: [FieldPath] = []
@@ -100,6 +108,16 @@ enum Generate {
             }
             return .update(set: set, remove: remove, add: add, removeElements: removeElements)
         }
+    }
+
+    /// Increments of one or two counters, mostly of the counters that are not elsewhere.
+    static func increments(_ choices: inout Choices) -> [FieldPath: Value] {
+        var amounts: [FieldPath: Value] = [:]
+        for _ in 0..<choices.int(in: 1...2) {
+            let path = choices.chance(oneIn: 3) ? choices.element(of: counterPaths) : choices.element(of: Array(counterPaths.prefix(2)))
+            amounts[path] = choices.chance(oneIn: 4) ? .double(Double(choices.int(in: -2...2)) / 2) : .int(Int64(choices.int(in: -2...3)))
+        }
+        return amounts
     }
 
     /// Data whose maps a merging set opens: `a` may hold `{x, y}` (the paths `a.x`, `a.y`).
@@ -155,5 +173,16 @@ extension DocumentState {
     /// Everything the state shows, deleted documents' kept fields included, for comparing views.
     var shownContent: String {
         "\(exists ? "exists" : "deleted") \(liveValue(within: .root)?.description ?? "{}")"
+    }
+}
+
+extension DocumentDelta {
+    /// The increments of `delta` alone, at their bases.
+    static func onlyIncrements(of delta: DocumentDelta) -> DocumentDelta {
+        var result = DocumentDelta()
+        for (path, increment) in delta.increments {
+            result.compose(with: (try? DocumentDelta.update(increments: [path: increment.amount], base: increment.base)) ?? DocumentDelta())
+        }
+        return result
     }
 }

@@ -172,7 +172,8 @@ import Testing
                 let server = input.history.final
                 let version = server.version.next
                 let composed = DocumentDelta.compose(input.first, input.second)
-                let intent = server.applyingLocally(composed, at: version)
+                // What an increment writes matters to no conflict: increments never conflict.
+                let intent = server.applyingLocally(composed, at: version, includingIncrements: false)
                 for strategy in ConflictStrategy.allCases {
                     guard let together = try? strategy.apply(composed, to: server, version: version) else { continue }
                     for alone in [input.first, input.second] {
@@ -252,7 +253,9 @@ import Testing
                     }
                     if !documentDropped && !nothingApplied {
                         for (path, assignment) in input.delta.assignments where !changedOnServer(overlapping: path) {
-                            if result.state.liveValue(within: path) != assignment.value {
+                            // An increment of the path adds to what the change assigns.
+                            let expected = input.delta.increments[path].map { Value.adding($0.amount, to: assignment.value) }
+                            if result.state.liveValue(within: path) != expected ?? assignment.value {
                                 return "\(strategy): the client's \(path)=\(assignment.value) was lost"
                             }
                         }
@@ -263,7 +266,25 @@ import Testing
                             }
                         }
                     }
+                    // An increment adds to the number the server has: it never conflicts, and
+                    // counts wherever the document stands (under manual, beside a conflict too).
+                    let increments = input.delta.increments
+                    if !documentDropped, !increments.isEmpty,
+                        input.delta == DocumentDelta.onlyIncrements(of: input.delta),
+                        !increments.keys.contains(where: { path in increments.keys.contains { $0 != path && $0.overlaps(path) } })
+                    {
+                        for (path, increment) in increments {
+                            var held: Value?
+                            if case .register(let register)? = server[path] { held = register.value }
+                            let expected = Value.adding(increment.amount, to: held)
+                            if result.state[path]?.value != expected {
+                                return "\(strategy): \(path) += \(increment.amount) over \(held?.description ?? "nothing") gave \(result.state[path]?.value?.description ?? "nothing")"
+                            }
+                        }
+                    }
                     for (path, field) in server.fields where field.version > base {
+                        // The server's number is kept within the sum an increment makes of it.
+                        if input.delta.increments.keys.contains(where: { $0.overlaps(path) }) { continue }
                         guard result.state[path]?.value != field.value else { continue }
                         let allowed = result.conflicts.contains {
                             ($0.path.isRoot || $0.path.overlaps(path)) && ($0.outcome == .clientWon || $0.outcome == .merged)
@@ -284,7 +305,8 @@ import Testing
                 let base = input.history.states[input.snapshot].version
                 let version = server.version.next
                 let delta = input.delta
-                let intent = server.applyingLocally(delta, at: version)
+                // Increments are not in the table: they never conflict.
+                let intent = server.applyingLocally(delta, at: version, includingIncrements: false)
                 for strategy in ConflictStrategy.allCases {
                     guard let result = try? strategy.apply(delta, to: server, version: version) else { continue }
                     // The table, read independently: a root conflict for delete-versus-edit and

@@ -78,6 +78,7 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
         of: encodedDelta,
         allowed: [
             "create", "createIfMissing", "delete", "removals", "fieldRemovals", "assignments", "serverTimestamps", "setChanges",
+            "increments",
         ],
         in: "\(context).delta")
     let delta: DocumentDelta
@@ -173,6 +174,18 @@ private func legacyDelta(encoded value: Value) throws(ValueError) -> DocumentDel
         delta.setChanges[path] = DocumentDelta.SetChange(
             adds: Set(adds), removes: Set(removes),
             base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
+    }
+    // A part added after the tree decoder, checked as the tree decoder checks it.
+    for (path, item) in try paths("increments") {
+        guard case .array(let items) = item, items.count == 2 else {
+            throw ValueError(.malformedJSON, field: path.dotted, detail: "an increment is not [amount, base]")
+        }
+        switch items[0] {
+        case .int: break
+        case .double: try items[0].validate(at: path, depth: path.depth)
+        default: throw ValueError(.malformedJSON, field: path.dotted, detail: "an increment adds an integer or a double")
+        }
+        delta.increments[path] = DocumentDelta.Increment(amount: items[0], base: try Version(encoded: items[1], field: path.dotted))
     }
     delta.notePathDepths()
     try delta.checkWritesDoNotOverlap() // a rule added after the tree decoder, kept by both

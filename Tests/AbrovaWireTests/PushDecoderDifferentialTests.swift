@@ -190,17 +190,20 @@ enum RandomBatch {
                 var add: [FieldPath: [Value]] = [:]
                 var removeElements: [FieldPath: [Value]] = [:]
                 var stamps: [FieldPath: Timestamp] = [:]
+                var increments: [FieldPath: Value] = [:]
                 for _ in 0..<choices.int(in: 1...4) {
-                    switch choices.below(5) {
+                    switch choices.below(6) {
                     case 0: set[path(&choices)] = value(&choices, depth: 0)
                     case 1: remove.append(path(&choices))
                     case 2: add[path(&choices)] = [value(&choices, depth: 1)]
                     case 3: stamps[path(&choices)] = Timestamp(microsecondsSince1970: Int64(choices.below(1 << 20)))
+                    case 4: increments[path(&choices)] = choices.chance(oneIn: 3) ? .double(0.25) : .int(Int64(choices.int(in: -9...9)))
                     default: removeElements[path(&choices)] = [value(&choices, depth: 1)]
                     }
                 }
                 operation = try? DocumentDelta.update(
-                    set: set, remove: remove, setAdd: add, setRemove: removeElements, serverTimestamps: stamps, base: base)
+                    set: set, remove: remove, setAdd: add, setRemove: removeElements, serverTimestamps: stamps, increments: increments,
+                    base: base)
             }
             if let operation { delta.compose(with: operation) }
         }
@@ -320,7 +323,7 @@ indirect enum JSONNode {
 
     static let keyPool = [
         "version", "owner", "create", "createIfMissing", "serverTimestamps", "delete", "assignments", "removals", "fieldRemovals",
-        "setChanges",
+        "setChanges", "increments",
         "add", "remove", "base", "collection", "id", "delta", "writes", "clientId", "batchSeq", "strategy",
         "changes", "zzz", "Extra", "é", "\u{212A}", "a;b", "", "a.b", "x.\u{301}", ".", "a..b", "qty", "cafe\u{301}",
         "a\u{37E}", "a;", "tab\there", "\u{7F}",

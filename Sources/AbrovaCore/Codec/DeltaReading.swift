@@ -25,7 +25,8 @@ extension DocumentDelta {
 
     /// The keys of the compact form, in canonical order.
     public static let encodedKeys = [
-        "assignments", "create", "createIfMissing", "delete", "fieldRemovals", "removals", "serverTimestamps", "setChanges",
+        "assignments", "create", "createIfMissing", "delete", "fieldRemovals", "increments", "removals", "serverTimestamps",
+        "setChanges",
     ]
 
     /// Reads the compact form (see `encoded`) at the reader's position, checking every path and
@@ -54,6 +55,7 @@ private enum DeltaStep: Int, Comparable {
     case create, createIfMissing, createTwice, delete
     case removalPaths, removalBases, fieldRemovalPaths, fieldRemovalBases
     case assignmentPaths, assignments, serverTimestampPaths, serverTimestamps, setChangePaths, setChanges
+    case incrementPaths, increments
 
     static func < (left: DeltaStep, right: DeltaStep) -> Bool { left.rawValue < right.rawValue }
 }
@@ -116,6 +118,7 @@ private struct DeltaPartsReader {
         case "assignments": delta.assignments = try readAssignments(named: key, from: &reader)
         case "serverTimestamps": serverTimestamps = try readAssignments(named: key, from: &reader)
         case "setChanges": delta.setChanges = try readSetChanges(from: &reader)
+        case "increments": delta.increments = try readIncrements(from: &reader)
         default:
             _ = try reader.readValue()
             guard unknownKeys.insert(key) else { throw reader.makeDuplicateKeyError() }
@@ -241,6 +244,31 @@ private struct DeltaPartsReader {
         try pair.value.validate(at: path, depth: path.depth)
         return DocumentDelta.Assignment(
             value: pair.value, base: try Version(encoded: pair.base, field: path.dotted), isServerTimestamp: true)
+    }
+
+    /// `{path: [amount, base]}`: increments.
+    private mutating func readIncrements(from reader: inout JSONReader) throws(ValueError) -> [FieldPath: DocumentDelta.Increment] {
+        guard try reader.beginObject() else {
+            try readNonMap(named: "increments", from: &reader, step: .incrementPaths)
+            return [:]
+        }
+        var entries = PathEntries<DocumentDelta.Increment>()
+        while let key = try reader.nextKey() {
+            let pair = try Self.readPair(from: &reader)
+            var increment: DocumentDelta.Increment?
+            let path = self.path(key, step: .incrementPaths)
+            if let path {
+                do throws(ValueError) {
+                    guard let pair else { throw DocumentDelta.incrementShapeError(at: path) }
+                    try DocumentDelta.Increment.validate(pair.value, at: path)
+                    increment = DocumentDelta.Increment(amount: pair.value, base: try Version(encoded: pair.base, field: path.dotted))
+                } catch {
+                    problem.note(error, step: .increments, key: key)
+                }
+            }
+            guard entries.add(increment, at: path, key: key) else { throw reader.makeDuplicateKeyError() }
+        }
+        return entries.entries
     }
 
     /// `{path: {"add": [...], "remove": [...], "base": base}}`.

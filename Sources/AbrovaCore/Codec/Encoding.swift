@@ -81,7 +81,7 @@ extension DocumentDelta {
     /// The compact form: `{"create": base, "createIfMissing": base, "removals": {path: base},
     /// "fieldRemovals": {path: base}, "assignments": {path: [value, base]}, "serverTimestamps":
     /// {path: [estimate, base]}, "setChanges": {path: {"add": [...], "remove": [...], "base":
-    /// base}}, "delete": base}`, each part only when present.
+    /// base}}, "increments": {path: [amount, base]}, "delete": base}`, each part only when present.
     public var encoded: Value {
         var parts: [String: Value] = [:]
         if let create { parts["create"] = create.encoded }
@@ -107,6 +107,10 @@ extension DocumentDelta {
                         "base": entry.value.base.encoded,
                     ])
                 })
+        }
+        if !increments.isEmpty {
+            parts["increments"] = .map(
+                increments.reduce(into: [:]) { $0[$1.key.dotted] = .array([$1.value.amount, $1.value.base.encoded]) })
         }
         if let delete { parts["delete"] = delete.encoded }
         return .map(parts)
@@ -175,6 +179,11 @@ extension DocumentDelta {
                 adds: Set(adds), removes: Set(removes),
                 base: try Version(encoded: item.mapValue?["base"] ?? .null, field: path.dotted))
         }
+        for (path, item) in try paths("increments") {
+            guard case .array(let items) = item, items.count == 2 else { throw Self.incrementShapeError(at: path) }
+            try Increment.validate(items[0], at: path)
+            increments[path] = Increment(amount: items[0], base: try Version(encoded: items[1], field: path.dotted))
+        }
         notePathDepths()
         try checkWritesDoNotOverlap()
     }
@@ -191,6 +200,11 @@ extension DocumentDelta: EncodedAsValue {
         ValueError(
             .malformedJSON, field: path.dotted,
             detail: "the change writes \"\(path.dotted)\" both as a value and as a server timestamp; a change writes each place once")
+    }
+
+    /// Why an increment's entry that is not a pair is refused.
+    static func incrementShapeError(at path: FieldPath) -> ValueError {
+        ValueError(.malformedJSON, field: path.dotted, detail: "an increment is not [amount, base]")
     }
 
     /// Why a change with both `create` and `createIfMissing` is refused.
@@ -441,7 +455,7 @@ extension DocumentDelta {
         }
         let hasServerTimestamps = self.hasServerTimestamps
         // Keys in canonical order: assignments, create, createIfMissing, delete, fieldRemovals,
-        // removals, serverTimestamps, setChanges.
+        // increments, removals, serverTimestamps, setChanges.
         if hasServerTimestamps {
             let values = assignments.filter { !$0.value.isServerTimestamp }
             if !values.isEmpty {
@@ -473,6 +487,15 @@ extension DocumentDelta {
         if !fieldRemovals.isEmpty {
             key(#""fieldRemovals""#)
             Version.writeMap(fieldRemovals.sorted { $0.key < $1.key }, to: &bytes)
+        }
+        if !increments.isEmpty {
+            key(#""increments""#)
+            bytes.append(UInt8(ascii: "{"))
+            for (index, (path, increment)) in increments.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(path, Assignment(value: increment.amount, base: increment.base))
+            }
+            bytes.append(UInt8(ascii: "}"))
         }
         if !removals.isEmpty {
             key(#""removals""#)

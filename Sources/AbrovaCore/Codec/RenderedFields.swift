@@ -44,6 +44,8 @@ public struct RenderedFields: Sendable {
             rerender(path, as: .register(Register(value: assignment.value, version: .zero)))
         }
         for path in change.setChanges.keys { rerender(path, in: state) }
+        // After the assignments: an increment adds to what the change assigned.
+        for path in change.increments.keys { rerender(path, in: state) }
         return true
     }
 
