@@ -101,6 +101,9 @@ public final class HTTPServer: Sendable {
     }
 
     /// Per-request states alive now; tests check that every one is released.
+    /// Whether `shutdown` has begun: every request from then on is answered 503.
+    var isShuttingDown: Bool { core.isShuttingDown.value }
+
     var liveRequestStates: Int {
         core.liveRequestStates.value
     }

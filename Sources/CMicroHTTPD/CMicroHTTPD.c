@@ -438,6 +438,14 @@ uint16_t abrova_http_bound_port(abrova_http_daemon *daemon) {
 }
 
 void abrova_http_quiesce(abrova_http_daemon *daemon) {
+#ifdef __linux__
+    // Not on Linux, where MHD_USE_AUTO picks epoll: there MHD_quiesce_daemon and the epoll loop of
+    // the daemon's own threads both take the listening socket out of the epoll set, unlocked, and
+    // the loser aborts the process ("Failed to remove listen FD from epoll set", an open defect of
+    // libmicrohttpd). The daemon keeps listening until the stop; what comes meanwhile is answered
+    // 503 by the server, which is shutting down.
+    (void)daemon;
+#else
     if (daemon->quiesced_socket != MHD_INVALID_SOCKET) {
         return;
     }
@@ -446,10 +454,11 @@ void abrova_http_quiesce(abrova_http_daemon *daemon) {
         return;
     }
     daemon->quiesced_socket = listening;
-    // On Linux this takes the socket out of the listening state while its descriptor stays open,
-    // so new clients are refused at once instead of waiting in the backlog until the stop.
-    // Elsewhere it fails harmlessly.
+    // Takes the socket out of the listening state where the system does so (it fails harmlessly
+    // elsewhere), so new clients are refused at once instead of waiting in the backlog until the
+    // stop.
     (void)shutdown(listening, SHUT_RD);
+#endif
 }
 
 void abrova_http_stop(abrova_http_daemon *daemon) {

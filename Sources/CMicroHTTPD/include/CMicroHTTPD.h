@@ -73,7 +73,8 @@ unsigned long abrova_http_cut_connections(abrova_http_daemon *daemon);
 /// The port the daemon listens on.
 uint16_t abrova_http_bound_port(abrova_http_daemon *daemon);
 
-/// Stops accepting new connections; open connections are still served. Safe to call twice.
+/// Stops accepting new connections where that is safe (not with epoll, on Linux, where the
+/// daemon listens until it stops); open connections are still served. Safe to call twice.
 void abrova_http_quiesce(abrova_http_daemon *daemon);
 
 /// Stops the daemon (closing every connection, after joining its threads) and frees it.
