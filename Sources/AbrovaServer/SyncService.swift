@@ -122,7 +122,7 @@ public final class SyncService: Sendable {
                 // The versions this batch's changes were applied at, by document: a document may be
                 // in a batch more than once, and a later change must not take the earlier ones
                 // for changes it had not seen.
-                var ownVersions: [DocumentKey: Set<Version>] = [:]
+                var ownWrites: [DocumentKey: OwnWrites] = [:]
                 var taken: ClosedRange<Version>?
                 // A change to a document the caller could not read is answered with less than a
                 // pull would bring once it can: its pull is not to be skipped.
@@ -130,11 +130,9 @@ public final class SyncService: Sendable {
                 for change in batch.changes {
                     let (result, version, isHidden) = try apply(
                         change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
-                        ownVersions: ownVersions[change.key] ?? [], at: now, in: transaction)
-                    if case .applied(let version, _, _) = result {
-                        ownVersions[change.key, default: []].insert(version)
-                        applied = true
-                    }
+                        ownWrites: ownWrites[change.key] ?? OwnWrites(), at: now, in: transaction)
+                    ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
+                    if case .applied = result { applied = true }
                     if let version { taken = taken.map { $0.lowerBound...version } ?? version...version }
                     isAnswerWhole = isAnswerWhole && !isHidden
                     results.append(result)
@@ -162,8 +160,8 @@ public final class SyncService: Sendable {
 
     /// Joins one change into its document: settled by the strategy, checked by the rules, saved at
     /// a new version. A change that cannot be applied is refused on its own; the others go on.
-    /// `ownVersions` are the versions earlier changes of the same batch wrote the document at: the
-    /// change is rebased past them (`DocumentDelta.rebased`, as the client rebases its unsent
+    /// `ownWrites` are what earlier changes of the same batch did to the document: the change is
+    /// rebased past them (`DocumentDelta.rebased`, as the client rebases its unsent
     /// changes when a batch is settled), so only others' writes since its base conflict with it.
     ///
     /// Rules come first (Spec/security.md): a refusal the key alone decides comes before the
@@ -176,7 +174,7 @@ public final class SyncService: Sendable {
     /// Returns the answer, the version the change took (none when refused on its key alone), and
     /// whether the caller could not read the document as it was.
     private func apply(
-        _ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownVersions: Set<Version>,
+        _ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownWrites: OwnWrites,
         at now: Date, in transaction: any ServerTransaction
     ) throws -> (result: ChangeResult, version: Version?, isHidden: Bool) {
         var change = change
@@ -192,11 +190,11 @@ public final class SyncService: Sendable {
         let version = try transaction.nextVersion()
         var verdict = Self.judge(
             change, before: before, isHidden: isHidden, strategy: strategy, rules: rules, caller: caller,
-            user: user, ownVersions: ownVersions, version: version)
+            user: user, ownWrites: ownWrites, version: version)
         if verdict.readsAsMissing {
             verdict = Self.judge(
                 change, before: nil, isHidden: false, strategy: strategy, rules: rules, caller: caller, user: user,
-                ownVersions: [], version: version)
+                ownWrites: OwnWrites(), version: version)
             // Where the document is missing this change would create it; here the id is taken.
             // That much a guess at an id tells (Spec/security.md, "Not covered").
             if verdict.write != nil { return (.rejected(reason: .notFound, message: Self.missing(change.key)), version, isHidden) }
@@ -217,11 +215,11 @@ public final class SyncService: Sendable {
 
     static func judge(
         _ change: BatchChange, before: StoredDocument?, isHidden: Bool, strategy: ConflictStrategy,
-        rules: any SecurityRules, caller: Caller, user: String, ownVersions: Set<Version>, version: Version
+        rules: any SecurityRules, caller: Caller, user: String, ownWrites: OwnWrites, version: Version
     ) -> Verdict {
         let hidden = Verdict(answer: .rejected(reason: .notFound, message: missing(change.key)), readsAsMissing: true)
         var state = before?.state ?? DocumentState()
-        let delta = ownVersions.isEmpty ? change.delta : change.delta.rebased(onto: state, ownVersions: ownVersions)
+        let delta = ownWrites.isEmpty ? change.delta : change.delta.rebased(onto: state, past: ownWrites)
         // Judged on the rebased change: after an earlier change of the batch that nobody else's write
         // followed, it is uncontested, and the client, which rebases it the same way, computes the
         // state (a document written many times in a batch would otherwise be sent back each time).

@@ -78,13 +78,13 @@ struct SettlePlan {
         var decoded: [Int64: DocumentDelta] = [:]
         for row in queue where confirmed[row.key] != nil {
             var delta = try memory.decodedPending[row.sequence] ?? LocalStore.decodeDelta(row.delta)
-            if let versions = answer.ownVersions[row.key], let state = confirmed[row.key] {
-                let moved = delta.rebased(onto: state, ownVersions: versions)
+            if let own = answer.ownWrites[row.key], let state = confirmed[row.key] {
+                let moved = delta.rebased(onto: state, past: own)
                 if moved != delta {
                     delta = moved
                     // Each write's change moves as the change does.
                     let movedParts = try row.parts.map {
-                        LocalStore.encodeParts(try LocalStore.decodeParts($0).map { $0.rebased(onto: state, ownVersions: versions) })
+                        LocalStore.encodeParts(try LocalStore.decodeParts($0).map { $0.rebased(onto: state, past: own) })
                     }
                     rebasedRows.append(RebasedRow(sequence: row.sequence, delta: moved, parts: movedParts))
                 }

@@ -32,9 +32,9 @@ struct SettledAnswer {
     var report = SettleReport()
     /// The new confirmed state of each document of the batch.
     var confirmed: [DocumentKey: DocumentState] = [:]
-    /// The versions this client's own changes of the batch took, by document: pending changes
-    /// are rebased past them.
-    var ownVersions: [DocumentKey: Set<Version>] = [:]
+    /// What this client's own changes of the batch did, by document: pending changes are rebased
+    /// past them.
+    var ownWrites: [DocumentKey: OwnWrites] = [:]
     /// The app writes the answer settles, by document (a resent change's writes stay unsent).
     var settledWrites: [DocumentKey: Int] = [:]
     /// Documents rolled back by a refusal: listeners see them marked so.
@@ -97,10 +97,8 @@ struct SettledAnswer {
             settledWrites[change.key, default: 0] += change.writes
             if report.resent.contains(change.key) {
                 resend(change, at: position, as: try writes(at: position) ?? [change.delta])
-                if case .applied(let version, let server, _) = result {
-                    if let server { state.merge(server) }
-                    ownVersions[change.key, default: []].insert(version)
-                }
+                if case .applied(_, let server, _) = result, let server { state.merge(server) }
+                ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
                 confirmed[change.key] = state
                 continue
             }
@@ -114,12 +112,12 @@ struct SettledAnswer {
                     // the server rebased it past this batch's earlier changes of the document.
                     // (From a version on, a pull already brought a state that holds the change.)
                     // Should the join fail here (it did not on the server), the next pull brings it.
-                    let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
+                    let delta = ownWrites[change.key].map { change.delta.rebased(onto: state, past: $0) } ?? change.delta
                     if (try? ConflictStrategy.merge.apply(delta, to: &state, version: version)) == nil { reshown.insert(change.key) }
                 } else {
                     reshown.insert(change.key)
                 }
-                ownVersions[change.key, default: []].insert(version)
+                ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
                 if !conflicts.isEmpty {
                     report.conflicts[change.key, default: []] += conflicts
                     reshown.insert(change.key)

@@ -24,7 +24,7 @@ public struct InMemoryServer: Sendable {
         var answer: [ChangeResult] = []
         // As the real server: a later change of a document in the batch is rebased past the
         // versions the earlier ones wrote it at (they are the client's own writes).
-        var ownVersions: [DocumentKey: Set<Version>] = [:]
+        var ownWrites: [DocumentKey: OwnWrites] = [:]
         for change in batch.changes {
             let strategy = change.strategy ?? batchStrategy
             if let (reason, message) = refuse(change.key, change.delta) {
@@ -32,7 +32,7 @@ public struct InMemoryServer: Sendable {
                 continue
             }
             var state = documents[change.key] ?? DocumentState()
-            let delta = ownVersions[change.key].map { change.delta.rebased(onto: state, ownVersions: $0) } ?? change.delta
+            let delta = ownWrites[change.key].map { change.delta.rebased(onto: state, past: $0) } ?? change.delta
             let isUncontested = state.isUncontested(by: delta)
             let next = version.next
             version = next // every change takes a version, applied or not
@@ -45,9 +45,10 @@ public struct InMemoryServer: Sendable {
                     continue
                 }
                 documents[change.key] = state
-                ownVersions[change.key, default: []].insert(next)
                 // As the real server: an uncontested change's state is left for the client to compute.
-                answer.append(.applied(version: next, state: isUncontested ? nil : state, conflicts: report.conflicts))
+                let result = ChangeResult.applied(version: next, state: isUncontested ? nil : state, conflicts: report.conflicts)
+                ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
+                answer.append(result)
             } catch {
                 answer.append(.rejected(reason: error.reason, message: error.description))
             }

@@ -278,7 +278,8 @@ import Testing
                             if case .register(let register)? = server[path] { held = register.value }
                             let expected = Value.adding(increment.amount, to: held)
                             if result.state[path]?.value != expected {
-                                return "\(strategy): \(path) += \(increment.amount) over \(held?.description ?? "nothing") gave \(result.state[path]?.value?.description ?? "nothing")"
+                                return
+                                    "\(strategy): \(path) += \(increment.amount) over \(held?.description ?? "nothing") gave \(result.state[path]?.value?.description ?? "nothing")"
                             }
                         }
                     }

@@ -52,7 +52,7 @@ import Testing
         #expect(answer.report.conflicts == [cart: [conflict]])
         #expect(answer.reshown == [cart])
         #expect(answer.confirmed[cart]?.document == ["n": 7])
-        #expect(answer.ownVersions[cart] == [Version(3)])
+        #expect(answer.ownWrites[cart]?.versions == [Version(3)])
     }
 
     @Test func aRefusedWriteRollsBackToTheConfirmedStateUnderTheWritesStillPending() throws {

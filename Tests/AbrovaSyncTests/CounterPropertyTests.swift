@@ -140,13 +140,15 @@ import Testing
             for item in items {
                 let counted = onServer?.mapValue?[item]
                 if counted != .int(sums["\(cart).\(item)", default: 0]) {
-                    return "\(cart).\(item) is \(counted?.description ?? "nothing") on the server; the increments add to \(sums["\(cart).\(item)", default: 0])"
+                    return
+                        "\(cart).\(item) is \(counted?.description ?? "nothing") on the server; the increments add to \(sums["\(cart).\(item)", default: 0])"
                 }
             }
             for (index, device) in devices.enumerated() {
                 let shown = try await device.collection("carts").document(cart).getDocument(source: .cache)
                 if shown.data != onServer {
-                    return "device \(index) shows \(cart) as \(shown.data?.description ?? "nothing"); the server has \(onServer?.description ?? "nothing")"
+                    return
+                        "device \(index) shows \(cart) as \(shown.data?.description ?? "nothing"); the server has \(onServer?.description ?? "nothing")"
                 }
             }
         }
