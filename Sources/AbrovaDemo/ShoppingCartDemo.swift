@@ -56,9 +56,9 @@ public struct ShoppingCartDemoSummary: Sendable {
 /// The shopping-cart story of `abrova demo`, on a real server and two real SDK instances.
 ///
 /// A server starts on a free loopback port with a temporary SQLite database. Ana's phone creates
-/// the household's cart online; Ben's laptop syncs and sees it. Both go offline: the phone adds
-/// eggs and changes quantities, the laptop adds apples, removes bread (whose quantity the phone
-/// changes meanwhile) and writes a coupon that the rules do not let devices write. The phone
+/// the household's cart online; Ben's laptop syncs and sees it. Both go offline: each adds one
+/// milk (a counter: both count), the phone adds eggs and changes bread's quantity, the laptop adds
+/// apples, removes bread and writes a coupon that the rules do not let devices write. The phone
 /// reconnects, then the laptop: the cart merges, one field conflicts, the coupon is refused and
 /// rolled back. Both devices end with the same cart. Last, live: a listener on the laptop shows
 /// the phone's next write as it happens, with nobody touching the laptop.
@@ -139,6 +139,7 @@ public enum ShoppingCartDemo {
 
         output("")
         output("1. Online, Ana's phone creates the cart: milk and bread, one of each. Writes go to the server first.")
+        output("   Quantities are counters: a device adds to them (FieldValue.increment), it does not overwrite them.")
         try await phoneCart.setData(["qty": ["milk": 1, "bread": 1]])
         try await phoneCart.updateData(["items": .arrayUnion(["milk", "bread"])])
         output("   Ben's laptop syncs:")
@@ -149,12 +150,13 @@ public enum ShoppingCartDemo {
         output("2. Both go offline. Writes are saved on the device at once and queued.")
         await phone.sync.disconnect()
         await laptop.sync.disconnect()
-        try await timed("Ana's phone  adds eggs (6), sets milk to 2", output) {
-            try await phoneCart.updateData(["items": .arrayUnion(["eggs"]), "qty.eggs": 6])
-            try await phoneCart.updateData(["qty.milk": 2])
+        try await timed("Ana's phone  adds eggs (6) and one milk", output) {
+            try await phoneCart.updateData(["items": .arrayUnion(["eggs"]), "qty.eggs": .increment(6)])
+            try await phoneCart.updateData(["qty.milk": .increment(1)])
         }
-        try await timed("Ben's laptop adds apples (4), removes bread and its quantity", output) {
-            try await laptopCart.updateData(["items": .arrayUnion(["apples"]), "qty.apples": 4])
+        try await timed("Ben's laptop adds one milk too, adds apples (4), removes bread and its quantity", output) {
+            try await laptopCart.updateData(["qty.milk": .increment(1)])
+            try await laptopCart.updateData(["items": .arrayUnion(["apples"]), "qty.apples": .increment(4)])
             try await laptopCart.updateData(["items": .arrayRemove(["bread"]), "qty.bread": .delete()])
         }
         try await timed("Ana's phone  sets bread to 3, not knowing Ben removed it", output) {
@@ -197,7 +199,10 @@ public enum ShoppingCartDemo {
         output(summary.devicesAgree ? "   Both devices and the server agree." : "   THEY DISAGREE: this is a bug.")
         output("")
         output("   Why each field ended as it did:")
-        for line in explanations(of: summary.laptopCart ?? [:], conflicts: summary.conflicts) { output("   - \(line)") }
+        let counters = ["qty.milk": "1 in the cart, then +1 on each device, offline at the same time"]
+        for line in explanations(of: summary.laptopCart ?? [:], conflicts: summary.conflicts, counters: counters) {
+            output("   - \(line)")
+        }
         let couponFate = summary.isRefusedDocumentRolledBack ? "it is gone from Ben's laptop too" : "BUT IT IS STILL ON BEN'S LAPTOP"
         for rejection in summary.rejections {
             output(
@@ -214,10 +219,10 @@ public enum ShoppingCartDemo {
         from phone: DemoDevice, to laptop: DemoDevice, output: @escaping @Sendable (String) -> Void, waitLimit: Duration
     ) async throws -> Duration? {
         output("")
-        output("6. Live: Ben's laptop shows the cart in a listener. Ana's phone sets milk to 3; nobody touches the laptop.")
+        output("6. Live: Ben's laptop shows the cart in a listener. Ana's phone adds one more milk; nobody touches the laptop.")
         let shownAt = Protected<ContinuousClock.Instant?>(nil)
         let registration = await laptop.carts.document(cart).addSnapshotListener { snapshot in
-            guard snapshot.data?.mapValue?["qty"]?.mapValue?["milk"] == 3 else { return }
+            guard snapshot.data?.mapValue?["qty"]?.mapValue?["milk"] == 4 else { return }
             shownAt.withLock { $0 = $0 ?? .now }
         }
         defer { registration.remove() }
@@ -227,11 +232,11 @@ public enum ShoppingCartDemo {
             return false
         }
         let written = ContinuousClock.now
-        try await phone.carts.document(cart).updateData(["qty.milk": 3])
-        try await waitUntil("Ben's laptop's listener shows milk 3", within: waitLimit) { shownAt.withLock { $0 } != nil }
+        try await phone.carts.document(cart).updateData(["qty.milk": .increment(1)])
+        try await waitUntil("Ben's laptop's listener shows milk 4", within: waitLimit) { shownAt.withLock { $0 } != nil }
         let latency = shownAt.withLock { $0 }.map { $0 - written }
         if let latency {
-            output("   Ben's laptop's listener shows milk 3, \(milliseconds(latency, digits: 1)) ms after Ana's phone wrote it.")
+            output("   Ben's laptop's listener shows milk 4, \(milliseconds(latency, digits: 1)) ms after Ana's phone wrote it.")
         }
         return latency
     }
@@ -244,9 +249,13 @@ public enum ShoppingCartDemo {
         output("   \(what): returned in \(milliseconds(elapsed, digits: 1)) ms")
     }
 
-    /// A sentence per field of the final cart, from the conflicts reported on it.
-    static func explanations(of cart: [String: Value], conflicts: [ReportedConflict]) -> [String] {
+    /// A sentence per field of the final cart, from the conflicts reported on it; `counters` are
+    /// the counters both devices added to, with how they got there.
+    static func explanations(of cart: [String: Value], conflicts: [ReportedConflict], counters: [String: String] = [:]) -> [String] {
         leaves(of: cart).map { path, value in
+            if let story = counters[path] {
+                return "\(path) = \(value.canonicalJSON): a counter, \(story): every increment counts, none conflicts."
+            }
             let reported = conflicts.filter { $0.conflict.path.dotted == path }
             guard let first = reported.first else {
                 return "\(path) = \(value.canonicalJSON): no conflict, at most one device changed it, so it is as last written."

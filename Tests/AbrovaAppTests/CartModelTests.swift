@@ -37,6 +37,39 @@ import Testing
         await tablet.close()
     }
 
+    /// The showcase: both devices add one milk offline at the same time; both count.
+    @MainActor @Test func twoDevicesAddingOneMilkOfflineEndWithTwoMore() async throws {
+        let server = try await ServedForApps()
+        let phone = try server.device("phone")
+        let tablet = try server.device("tablet")
+        let onPhone = CartModel(sync: phone, cartID: "groceries")
+        let onTablet = CartModel(sync: tablet, cartID: "groceries")
+        try await onPhone.start()
+        try await onPhone.add("milk")
+        try await onTablet.start()
+        await tablet.syncNow() as Void
+        #expect(await eventually { onTablet.lines == [.init(item: "milk", quantity: 1)] })
+
+        await phone.disconnect()
+        await tablet.disconnect()
+        try await onPhone.add("milk")
+        try await onTablet.change("milk", by: 1)
+        #expect(await eventually { onPhone.lines == [.init(item: "milk", quantity: 2)] })
+        await phone.reconnect()
+        await tablet.reconnect()
+        await phone.syncNow() as Void
+        await tablet.syncNow() as Void
+        await phone.syncNow() as Void
+        #expect(await eventually { onPhone.lines == [.init(item: "milk", quantity: 3)] })
+        #expect(await eventually { onTablet.lines == [.init(item: "milk", quantity: 3)] })
+        try await onTablet.change("milk", by: -3)
+        #expect(await eventually { onTablet.lines.isEmpty })
+        onPhone.stop()
+        onTablet.stop()
+        await phone.close()
+        await tablet.close()
+    }
+
     @MainActor @Test func offlineEditsWaitAndTheStatusBarCountsThem() async throws {
         let server = try await ServedForApps()
         let phone = try server.device("phone")

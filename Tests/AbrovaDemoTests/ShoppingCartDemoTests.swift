@@ -21,8 +21,9 @@ import Testing
         let summary = try await ShoppingCartDemo.run(output: { lines.append($0) }, waitLimit: .seconds(60))
 
         // Eggs and apples both added, bread removed by the laptop; Ana's quantities stand,
-        // including bread's, which she changed while Ben removed it.
-        let expected: [String: Value] = ["items": ["apples", "eggs", "milk"], "qty": ["apples": 4, "bread": 3, "eggs": 6, "milk": 2]]
+        // including bread's, which she changed while Ben removed it; each added one milk, offline
+        // at the same time, and both count.
+        let expected: [String: Value] = ["items": ["apples", "eggs", "milk"], "qty": ["apples": 4, "bread": 3, "eggs": 6, "milk": 3]]
         #expect(summary.phoneCart == expected)
         #expect(summary.laptopCart == expected)
         #expect(summary.serverCart == expected)
@@ -45,7 +46,8 @@ import Testing
         #expect(text.contains("CONFLICT on carts/household, field qty.bread"))
         #expect(text.contains("REFUSED: create of freeship (403"))
         #expect(text.contains("Both devices and the server agree."))
-        #expect(text.contains("Ben's laptop's listener shows milk 3, "))
+        #expect(text.contains("Ben's laptop's listener shows milk 4, "))
+        #expect(text.contains("qty.milk = 3: a counter"))
     }
 
     @Test func everyFieldOfTheCartIsExplained() throws {
@@ -56,10 +58,12 @@ import Testing
                     path: try FieldPath("qty.bread"), serverValue: 3, clientValue: nil,
                     outcome: .serverWon))
         ]
-        let lines = ShoppingCartDemo.explanations(of: ["items": ["milk"], "qty": ["bread": 3, "milk": 2]], conflicts: conflicts)
-        #expect(lines.count == 3)
+        let lines = ShoppingCartDemo.explanations(
+            of: ["items": ["milk"], "qty": ["bread": 3, "eggs": 6, "milk": 3]], conflicts: conflicts, counters: ["qty.milk": "+1 twice"])
+        #expect(lines.count == 4)
         #expect(lines[0].hasPrefix("items = [\"milk\"]: no conflict"))
         #expect(lines[1].hasPrefix("qty.bread = 3: Ben's laptop removed it, but the other device had changed it"))
-        #expect(lines[2].hasPrefix("qty.milk = 2: no conflict"))
+        #expect(lines[2].hasPrefix("qty.eggs = 6: no conflict"))
+        #expect(lines[3].hasPrefix("qty.milk = 3: a counter, +1 twice: every increment counts"))
     }
 }

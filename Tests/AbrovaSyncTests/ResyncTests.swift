@@ -48,6 +48,34 @@ import Testing
         await live.stop()
     }
 
+    /// Increments made offline on both sides of a resync count once: the unsent ones are sent
+    /// once, and the full pull brings the counters as the server counted them.
+    @Test func incrementsMadeAroundAResyncCountOnce() async throws {
+        let live = try LiveSyncServer(rules: RuleBook(fallback: PresetRules.anyAuthenticatedUser), tombstoneRetention: 60)
+        let ana = try Device(live, folder: folder, name: "ana")
+        let ben = try Device(live, user: "ben", folder: folder, name: "ben")
+        try await ana.carts.document("c1").setData(["milk": 1])
+        try await ana.carts.document("gone").setData(["n": 1])
+        await ben.sync.syncNow()
+        try await ben.carts.document("c1").updateData(["milk": .increment(2)])
+        await ben.sync.syncNow() // counted: 3
+        await ben.sync.disconnect()
+        try await ben.carts.document("c1").updateData(["milk": .increment(5)]) // unsent while the resync happens
+        try await ana.carts.document("c1").updateData(["milk": .increment(10)])
+        try await ana.carts.document("gone").delete()
+        live.advance(by: 120)
+        try live.service.purgeExpiredTombstones()
+        await ben.sync.reconnect()
+        #expect(await eventually { await ben.sync.pendingCount == 0 })
+        await ben.sync.syncNow()
+        await ana.sync.syncNow()
+        #expect(live.exchanges.contains { $0.path == "/v1/pull" && $0.status == 410 }, "the server never said resync")
+        for device in [ana, ben] {
+            #expect(try await device.carts.document("c1").getDocument(source: .cache).data == ["milk": 18])
+        }
+        await live.stop()
+    }
+
     @Test func aCursorTheServerDoesNotKnowStartsAResyncInsteadOfStoppingSync() async throws {
         let path = folder.path("device.sqlite")
         let first = try LiveSyncServer()

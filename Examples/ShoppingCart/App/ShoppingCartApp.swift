@@ -37,8 +37,8 @@
                     ForEach(model.lines) { line in
                         Stepper(
                             "\(line.item): \(line.quantity)",
-                            onIncrement: { Task { try? await model.setQuantity(line.quantity + 1, of: line.item) } },
-                            onDecrement: { Task { try? await model.setQuantity(line.quantity - 1, of: line.item) } })
+                            onIncrement: { Task { try? await model.change(line.item, by: 1) } },
+                            onDecrement: { Task { try? await model.change(line.item, by: -1) } })
                     }
                     HStack {
                         TextField("Item", text: $newItem)

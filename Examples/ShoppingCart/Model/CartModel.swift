@@ -69,10 +69,18 @@ public final class CartModel {
         followers = []
     }
 
-    /// Adds an item (one of it), or one more of an item already there.
+    /// Adds an item (one of it), or one more of an item already there. Quantities are counters:
+    /// two devices that each add one milk, offline at once, end with two more.
     public func add(_ item: String) async throws(AbrovaSyncError) {
+        try await cart.updateData(["items": .arrayUnion([item]), "qty.\(item)": .increment(1)])
+    }
+
+    /// Adds `amount` (negative: takes away) to an item's quantity; what would leave none takes the
+    /// item out.
+    public func change(_ item: String, by amount: Int) async throws(AbrovaSyncError) {
         let quantity = lines.first { $0.item == item }?.quantity ?? 0
-        try await cart.updateData(["items": .arrayUnion([item]), "qty.\(item)": quantity + 1])
+        guard quantity + Int64(amount) > 0 else { return try await remove(item) }
+        try await cart.updateData(["qty.\(item)": .increment(amount)])
     }
 
     /// Sets an item's quantity; zero or less takes it out.
