@@ -35,7 +35,8 @@ import Testing
         try await cart.updateData(["items": .arrayUnion(["milk"]), "qty.milk": 2])
         let snapshot = try await cart.getDocument()
         let milk = snapshot.get("qty.milk")?.intValue ?? 0
-        try await cart.updateData(["qty.milk": milk + 1, "items": .arrayUnion([item])])
+        try await cart.updateData(["note": "\(milk) milk", "items": .arrayUnion([item])])
+        try await cart.updateData(["qty.milk": .increment(1)])
     }
 
     /// The getting-started article, "Query".
