@@ -55,13 +55,35 @@ public struct BatchChange: Hashable, Sendable {
     /// The strategy that settles this change's conflicts; `nil`: the batch's. (An app may choose
     /// a strategy per collection, while a batch keeps the order of writes across collections.)
     public var strategy: ConflictStrategy?
+    /// The atomic group the change belongs to (`WriteBatch`), `nil` for none: the server applies
+    /// a group's changes, which come together in a batch, all or none.
+    public var group: Int64?
 
     /// A document's change with the number of writes it holds.
-    public init(key: DocumentKey, delta: DocumentDelta, writes: Int, strategy: ConflictStrategy? = nil) {
+    public init(key: DocumentKey, delta: DocumentDelta, writes: Int, strategy: ConflictStrategy? = nil, group: Int64? = nil) {
         self.key = key
         self.delta = delta
         self.writes = writes
         self.strategy = strategy
+        self.group = group
+    }
+}
+
+extension Batch {
+    /// The changes' positions, one range per change outside any group and one per group (its
+    /// changes come together), in order.
+    public var units: [Range<Int>] {
+        var result: [Range<Int>] = []
+        var start = 0
+        while start < changes.count {
+            var end = start + 1
+            if let group = changes[start].group {
+                while end < changes.count, changes[end].group == group { end += 1 }
+            }
+            result.append(start..<end)
+            start = end
+        }
+        return result
     }
 }
 

@@ -31,6 +31,8 @@ public struct Refusal: Error, Hashable, Sendable, CustomStringConvertible {
         case overloaded
         /// Request headers too large to read.
         case headersTooLarge
+        /// A change of an atomic group not applied because another change of its group was not.
+        case groupFailed
         /// The server failed; nothing was applied.
         case failed
         /// The server's database cannot be reached: try again later.

@@ -121,7 +121,7 @@ func refusalProblem(_ error: Refusal, of decoder: String) -> String? {
 /// The keys and values of the protocol's bodies, quoted, and JSON's own words.
 let jsonDictionary: [[UInt8]] = {
     let names = [
-        "batchSeq", "changes", "clientId", "strategy", "collection", "delta", "id", "writes", "version", "owner",
+        "batchSeq", "changes", "clientId", "strategy", "collection", "delta", "id", "writes", "group", "version", "owner",
         "create", "assignments", "removals", "fieldRemovals", "setChanges", "add", "remove", "base", "delete",
         "results", "status", "statusCode", "message", "state", "conflicts", "path", "outcome", "serverValue",
         "clientValue", "documents", "cursor", "hasMore", "deleted", "data", "e", "f", "s", "v", "r",

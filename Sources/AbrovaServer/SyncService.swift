@@ -127,15 +127,34 @@ public final class SyncService: Sendable {
                 // A change to a document the caller could not read is answered with less than a
                 // pull would bring once it can: its pull is not to be skipped.
                 var isAnswerWhole = true
-                for change in batch.changes {
-                    let (result, version, isHidden) = try apply(
-                        change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
-                        ownWrites: ownWrites[change.key] ?? OwnWrites(), at: now, in: transaction)
-                    ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
-                    if case .applied = result { applied = true }
-                    if let version { taken = taken.map { $0.lowerBound...version } ?? version...version }
-                    isAnswerWhole = isAnswerWhole && !isHidden
-                    results.append(result)
+                // One change at a time, or one atomic group: its changes are joined in order, each
+                // on what the one before left, and saved only when every one of them applies.
+                for unit in batch.units {
+                    var staged: [DocumentKey: StoredDocument] = [:]
+                    var unitOwnWrites = ownWrites
+                    var unitResults: [ChangeResult] = []
+                    for change in batch.changes[unit] {
+                        let (result, version, isHidden, write) = try apply(
+                            change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
+                            ownWrites: unitOwnWrites[change.key] ?? OwnWrites(), at: now, in: transaction,
+                            reading: { key in try staged[key] ?? transaction.document(key) })
+                        if let write { staged[change.key] = write }
+                        unitOwnWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
+                        if let version { taken = taken.map { $0.lowerBound...version } ?? version...version }
+                        isAnswerWhole = isAnswerWhole && !isHidden
+                        unitResults.append(result)
+                    }
+                    if let refused = GroupVerdict.refusal(of: batch.changes[unit], results: unitResults) {
+                        results += refused
+                        continue
+                    }
+                    for change in batch.changes[unit] {
+                        guard let write = staged.removeValue(forKey: change.key) else { continue }
+                        try transaction.saveDocument(write, at: now)
+                        applied = true
+                    }
+                    ownWrites = unitOwnWrites
+                    results += unitResults
                 }
                 let answer = PushResponse(results: results).body
                 try transaction.saveClient(
@@ -175,15 +194,15 @@ public final class SyncService: Sendable {
     /// whether the caller could not read the document as it was.
     private func apply(
         _ change: BatchChange, strategy: ConflictStrategy, caller: Caller, user: String, ownWrites: OwnWrites,
-        at now: Date, in transaction: any ServerTransaction
-    ) throws -> (result: ChangeResult, version: Version?, isHidden: Bool) {
+        at now: Date, in transaction: any ServerTransaction, reading document: (DocumentKey) throws -> StoredDocument?
+    ) throws -> (result: ChangeResult, version: Version?, isHidden: Bool, write: StoredDocument?) {
         var change = change
         change.delta = change.delta.stampingServerTimestamps(with: Timestamp(secondsSince1970: now.timeIntervalSince1970))
         let rules = rules.rules(for: change.key.collection)
         if let refusal = rules.refusal(ofWritesTo: change.key, by: caller) {
-            return (.rejected(reason: .forbidden, message: refusal), nil, false)
+            return (.rejected(reason: .forbidden, message: refusal), nil, false, nil)
         }
-        let before = try transaction.document(change.key)
+        let before = try document(change.key)
         let isHidden = before.map { !rules.allowsRead($0, by: caller) } ?? false
         // Every change takes a version, applied or not: versions are unique and follow commit
         // order; they need not be dense.
@@ -197,10 +216,9 @@ public final class SyncService: Sendable {
                 ownWrites: OwnWrites(), version: version)
             // Where the document is missing this change would create it; here the id is taken.
             // That much a guess at an id tells (Spec/security.md, "Not covered").
-            if verdict.write != nil { return (.rejected(reason: .notFound, message: Self.missing(change.key)), version, isHidden) }
+            if verdict.write != nil { return (.rejected(reason: .notFound, message: Self.missing(change.key)), version, isHidden, nil) }
         }
-        if let document = verdict.write { try transaction.saveDocument(document, at: now) }
-        return (verdict.answer, version, isHidden)
+        return (verdict.answer, version, isHidden, verdict.write)
     }
 
     /// What a change does to a document, decided without the store: the answer, and the document

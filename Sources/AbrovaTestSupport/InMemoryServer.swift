@@ -25,36 +25,51 @@ public struct InMemoryServer: Sendable {
         // As the real server: a later change of a document in the batch is rebased past the
         // versions the earlier ones wrote it at (they are the client's own writes).
         var ownWrites: [DocumentKey: OwnWrites] = [:]
-        for change in batch.changes {
-            let strategy = change.strategy ?? batchStrategy
-            if let (reason, message) = refuse(change.key, change.delta) {
-                answer.append(.rejected(reason: reason, message: message))
-                continue
+        // As the real server: an atomic group is saved only when every change of it applies.
+        for unit in batch.units {
+            let before = (documents, ownWrites, answer.count)
+            for change in batch.changes[unit] {
+                push(change, strategy: change.strategy ?? batchStrategy, ownWrites: &ownWrites, answer: &answer)
             }
-            var state = documents[change.key] ?? DocumentState()
-            let delta = ownWrites[change.key].map { change.delta.rebased(onto: state, past: $0) } ?? change.delta
-            let isUncontested = state.isUncontested(by: delta)
-            let next = version.next
-            version = next // every change takes a version, applied or not
-            do {
-                let report = try strategy.apply(delta, to: &state, version: next)
-                if strategy == .manual && !report.conflicts.isEmpty {
-                    // As the real server: the change's increments count even so.
-                    if report.isApplied { documents[change.key] = state }
-                    answer.append(.unresolved(state: state, conflicts: report.conflicts))
-                    continue
-                }
-                documents[change.key] = state
-                // As the real server: an uncontested change's state is left for the client to compute.
-                let result = ChangeResult.applied(version: next, state: isUncontested ? nil : state, conflicts: report.conflicts)
-                ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
-                answer.append(result)
-            } catch {
-                answer.append(.rejected(reason: error.reason, message: error.description))
+            if let refused = GroupVerdict.refusal(of: batch.changes[unit], results: Array(answer[before.2...])) {
+                documents = before.0
+                ownWrites = before.1
+                answer.replaceSubrange(before.2..., with: refused)
             }
         }
         answered[batch.clientID] = (batch.sequence, answer)
         return answer
+    }
+
+    /// Joins one change, answering it in `answer`.
+    private mutating func push(
+        _ change: BatchChange, strategy: ConflictStrategy, ownWrites: inout [DocumentKey: OwnWrites], answer: inout [ChangeResult]
+    ) {
+        if let (reason, message) = refuse(change.key, change.delta) {
+            answer.append(.rejected(reason: reason, message: message))
+            return
+        }
+        var state = documents[change.key] ?? DocumentState()
+        let delta = ownWrites[change.key].map { change.delta.rebased(onto: state, past: $0) } ?? change.delta
+        let isUncontested = state.isUncontested(by: delta)
+        let next = version.next
+        version = next // every change takes a version, applied or not
+        do {
+            let report = try strategy.apply(delta, to: &state, version: next)
+            if strategy == .manual && !report.conflicts.isEmpty {
+                // As the real server: the change's increments count even so.
+                if report.isApplied { documents[change.key] = state }
+                answer.append(.unresolved(state: state, conflicts: report.conflicts))
+                return
+            }
+            documents[change.key] = state
+            // As the real server: an uncontested change's state is left for the client to compute.
+            let result = ChangeResult.applied(version: next, state: isUncontested ? nil : state, conflicts: report.conflicts)
+            ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
+            answer.append(result)
+        } catch {
+            answer.append(.rejected(reason: error.reason, message: error.description))
+        }
     }
 
     /// Documents changed after `cursor` (a version number as text), and the new cursor.

@@ -21,6 +21,7 @@ extension Refusal.Reason {
         case .targetTooLong: 414
         case .unsupportedEncoding: 415
         case .reusedBatch: 422
+        case .groupFailed: 424
         case .overloaded: 429
         case .headersTooLarge: 431
         case .failed: 500

@@ -13,7 +13,7 @@ extension PushRequest {
     /// The keys of a push body.
     static let keys = ["batchSeq", "changes", "clientId", "strategy"]
     /// The keys of a change.
-    static let changeKeys = ["collection", "delta", "id", "strategy", "writes"]
+    static let changeKeys = ["collection", "delta", "group", "id", "strategy", "writes"]
 }
 
 /// A push body as read.
@@ -68,6 +68,7 @@ struct PushForm {
             throw Refusal(.tooLarge, "the batch holds \(changes.count) changes; the limit is \(limits.maximumChanges) (maximumChanges)")
         }
         if let refusal = changes.firstRefusal { throw refusal }
+        try checkGroupsComeTogether(changes.changes)
         return PushRequest(batch: Batch(clientID: clientID, sequence: sequence, changes: changes.changes), strategy: strategy)
     }
 }
@@ -122,6 +123,7 @@ private struct ChangeForm {
     private var id: Value?
     private var writes: Value?
     private var strategy: Value?
+    private var group: Value?
     private var delta: DocumentDelta.ReadOutcome?
 
     static func read(from reader: inout JSONReader) throws(ValueError) -> ChangeForm {
@@ -138,6 +140,7 @@ private struct ChangeForm {
             case "id": isNew = store(try reader.readValue(), in: &form.id)
             case "writes": isNew = store(try reader.readValue(), in: &form.writes)
             case "strategy": isNew = store(try reader.readValue(), in: &form.strategy)
+            case "group": isNew = store(try reader.readValue(), in: &form.group)
             case "delta": isNew = store(try DocumentDelta.read(from: &reader), in: &form.delta)
             case "version", "owner":
                 _ = try reader.readValue()
@@ -180,6 +183,7 @@ private struct ChangeForm {
             writes = Int(number)
         }
         let strategy = try changeStrategy(self.strategy, in: context)
+        let group = try changeGroup(self.group, in: context)
         switch delta {
         case nil: throw Refusal.invalid("\(context()).delta is missing")
         case .notAnObject?: throw Refusal.invalid("\(context()).delta must be a JSON object")
@@ -187,7 +191,31 @@ private struct ChangeForm {
         case .invalid(let error)?: throw Refusal(error, context: "\(context()) (\(key))")
         case .delta(let delta)?:
             guard !delta.isEmpty else { throw Refusal.invalid("\(context()) (\(key)) changes nothing") }
-            return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy)
+            return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy, group: group)
+        }
+    }
+}
+
+/// A change's atomic group, when it names one.
+///
+/// - Throws: `Refusal` `.invalid` for anything but a positive integer.
+func changeGroup(_ value: Value?, in context: () -> String) throws(Refusal) -> Int64? {
+    guard let value else { return nil }
+    guard case .int(let group) = value, group >= 1 else { throw Refusal.invalid("\(context()).group must be a positive integer") }
+    return group
+}
+
+/// Checks that the changes of each group come together in the batch.
+///
+/// - Throws: `Refusal` `.invalid` naming the first change of a group that comes again.
+func checkGroupsComeTogether(_ changes: [BatchChange]) throws(Refusal) {
+    var ended: Set<Int64> = []
+    var current: Int64?
+    for (index, change) in changes.enumerated() where change.group != current {
+        if let current { ended.insert(current) }
+        current = change.group
+        if let group = change.group, ended.contains(group) {
+            throw Refusal.invalid("changes[\(index)]: the changes of group \(group) must come together in the batch")
         }
     }
 }

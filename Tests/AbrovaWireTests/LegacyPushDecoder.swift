@@ -40,6 +40,16 @@ func legacyPushRequest(body: some Collection<UInt8>, limits: WireLimits = WireLi
     for (index, item) in items.enumerated() {
         changes.append(try legacyChange(item, at: index))
     }
+    // A rule added after the tree decoder, kept by both.
+    var ended: Set<Int64> = []
+    var current: Int64?
+    for (index, change) in changes.enumerated() where change.group != current {
+        if let current { ended.insert(current) }
+        current = change.group
+        if let group = change.group, ended.contains(group) {
+            throw Refusal.invalid("changes[\(index)]: the changes of group \(group) must come together in the batch")
+        }
+    }
     return PushRequest(batch: Batch(clientID: clientID, sequence: sequence, changes: changes), strategy: strategy)
 }
 
@@ -50,7 +60,7 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
             throw Refusal.invalid("\(context): \(owned) is set by the server; a change may not carry it")
         }
     }
-    let parts = try legacyFields(of: item, allowed: ["collection", "id", "delta", "strategy", "writes"], in: context)
+    let parts = try legacyFields(of: item, allowed: ["collection", "id", "delta", "strategy", "writes", "group"], in: context)
     let key = DocumentKey(
         collection: try legacyString(parts["collection"], named: "\(context).collection"),
         id: try legacyString(parts["id"], named: "\(context).id"))
@@ -73,6 +83,11 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
         }
         strategy = own
     }
+    var group: Int64?
+    if let named = parts["group"] {
+        guard case .int(let number) = named, number >= 1 else { throw Refusal.invalid("\(context).group must be a positive integer") }
+        group = number
+    }
     guard let encodedDelta = parts["delta"] else { throw Refusal.invalid("\(context).delta is missing") }
     _ = try legacyFields(
         of: encodedDelta,
@@ -88,7 +103,7 @@ private func legacyChange(_ item: Value, at index: Int) throws(Refusal) -> Batch
         throw Refusal(error, context: "\(context) (\(key))")
     }
     guard !delta.isEmpty else { throw Refusal.invalid("\(context) (\(key)) changes nothing") }
-    return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy)
+    return BatchChange(key: key, delta: delta, writes: writes, strategy: strategy, group: group)
 }
 
 /// The entries of a map whose keys are all in `allowed`.

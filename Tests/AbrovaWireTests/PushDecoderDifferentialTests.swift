@@ -323,7 +323,7 @@ indirect enum JSONNode {
 
     static let keyPool = [
         "version", "owner", "create", "createIfMissing", "serverTimestamps", "delete", "assignments", "removals", "fieldRemovals",
-        "setChanges", "increments",
+        "setChanges", "increments", "group",
         "add", "remove", "base", "collection", "id", "delta", "writes", "clientId", "batchSeq", "strategy",
         "changes", "zzz", "Extra", "é", "\u{212A}", "a;b", "", "a.b", "x.\u{301}", ".", "a..b", "qty", "cafe\u{301}",
         "a\u{37E}", "a;", "tab\there", "\u{7F}",

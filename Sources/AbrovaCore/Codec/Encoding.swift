@@ -285,7 +285,7 @@ extension Version {
 
 extension Batch: EncodedAsValue {
     /// The compact form: `{"clientId": id, "batchSeq": n, "changes": [{"collection": c, "id": id,
-    /// "delta": delta, "writes": n, "strategy"?: s}, ...]}`, changes in the app's order.
+    /// "delta": delta, "writes": n, "strategy"?: s, "group"?: g}, ...]}`, changes in the app's order.
     public var encoded: Value {
         .map([
             "clientId": .string(clientID),
@@ -297,6 +297,7 @@ extension Batch: EncodedAsValue {
                         "delta": change.delta.encoded, "writes": .int(Int64(change.writes)),
                     ]
                     if let strategy = change.strategy { parts["strategy"] = .string(strategy.rawValue) }
+                    if let group = change.group { parts["group"] = .int(group) }
                     return .map(parts)
                 }),
         ])
@@ -323,6 +324,10 @@ extension Batch: EncodedAsValue {
             Value.writeJSONString(change.key.collection, to: &bytes)
             bytes.append(contentsOf: #","delta":"#.utf8)
             change.delta.writeEncoded(to: &bytes)
+            if let group = change.group {
+                bytes.append(contentsOf: #","group":"#.utf8)
+                Value.writeDecimal(group, to: &bytes)
+            }
             bytes.append(contentsOf: #","id":"#.utf8)
             Value.writeJSONString(change.key.id, to: &bytes)
             if let strategy = change.strategy {
@@ -362,7 +367,8 @@ extension Batch: EncodedAsValue {
                 BatchChange(
                     key: DocumentKey(collection: collection, id: id), delta: try DocumentDelta(encoded: delta),
                     writes: Int(fields["writes"]?.intValue ?? 1),
-                    strategy: fields["strategy"]?.stringValue.flatMap(ConflictStrategy.init(rawValue:))))
+                    strategy: fields["strategy"]?.stringValue.flatMap(ConflictStrategy.init(rawValue:)),
+                    group: fields["group"]?.intValue))
         }
         self.init(clientID: clientID, sequence: sequence, changes: decoded)
     }

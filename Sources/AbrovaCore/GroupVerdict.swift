@@ -1,0 +1,27 @@
+/// What becomes of an atomic group (`BatchChange.group`) once each of its changes was judged: it
+/// stands when every one was applied; otherwise nothing of it is saved, the first change that was
+/// not applied keeps its answer (a refusal, or the conflicts left to the resolver), and the others
+/// are refused with it. Decided without the store.
+public enum GroupVerdict {
+    /// The answers for a group that does not stand, or `nil` when every change was applied (or
+    /// when `changes` are not a group: one change outside any group answers for itself).
+    public static func refusal(of changes: ArraySlice<BatchChange>, results: [ChangeResult]) -> [ChangeResult]? {
+        guard let group = changes.first?.group,
+            let culprit = results.firstIndex(where: { if case .applied = $0 { false } else { true } })
+        else { return nil }
+        let culpritKey = changes[changes.startIndex + culprit].key
+        let why: String =
+            switch results[culprit] {
+            case .rejected(_, let message): message
+            case .unresolved: "\(culpritKey) has a conflict left to the resolver"
+            case .applied: ""
+            }
+        return results.indices.map { index in
+            index == culprit
+                ? results[index]
+                : .rejected(
+                    reason: .groupFailed,
+                    message: "not applied: \(culpritKey), another change of group \(group), was not (\(why))")
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import AbrovaCore
+import AbrovaTestSupport
+import AbrovaWire
+import Foundation
+import Testing
+
+@_spi(Testing) @testable import AbrovaServer
+
+extension ServerSuites {
+    /// Atomic groups on each store: a group's changes are saved together or not at all; the
+    /// change at fault keeps its answer and the others are refused with it (424).
+    @Suite struct AtomicGroupTests {
+        let cart = DocumentKey(collection: "carts", id: "c1")
+        let saved = DocumentKey(collection: "saved", id: "s1")
+        /// Documents holding `invalid` are refused (400) by the collection's validation.
+        static let rules = RuleBook(fallback: ValidatingRules())
+
+        func push(_ fixture: ServiceFixture, _ changes: [BatchChange], sequence: Int64) throws -> [ChangeResult] {
+            let request = PushRequest(batch: Batch(clientID: "client-a", sequence: sequence, changes: changes), strategy: .merge)
+            return try PushResponse(body: try fixture.service.push(request, caller: .user("ana"))).results
+        }
+
+        func documents(_ fixture: ServiceFixture) throws -> [DocumentKey: Value] {
+            var result: [DocumentKey: Value] = [:]
+            for document in try fixture.pullAll(as: .user("ana")) { result[document.key] = document.state.document }
+            return result
+        }
+
+        @Test(arguments: StoreKind.available)
+        func aGroupStandsWholeOrNotAtAll(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind, rules: Self.rules)
+            _ = try push(
+                fixture, [BatchChange(key: cart, delta: try .create(["milk": 2, "eggs": 6], base: .zero), writes: 1)], sequence: 1)
+
+            // Moving eggs to saved-for-later: the cart loses them, the list gains them; the list's
+            // document is refused, so the cart keeps its eggs.
+            let refused = try push(
+                fixture,
+                [
+                    BatchChange(key: cart, delta: try .update(remove: [try FieldPath("eggs")], base: Version(1)), writes: 1, group: 1),
+                    BatchChange(key: saved, delta: try .create(["eggs": 6, "invalid": true], base: .zero), writes: 1, group: 1),
+                    BatchChange(key: cart, delta: try .update(set: [try FieldPath("note"): "x"], base: Version(1)), writes: 1),
+                ], sequence: 2)
+            guard case .rejected(.groupFailed, let message) = refused[0] else {
+                Issue.record("the cart's change of the group: \(refused[0])")
+                return
+            }
+            #expect(message.contains("saved/s1"))
+            guard case .rejected(.invalid, _) = refused[1] else {
+                Issue.record("the list's change: \(refused[1])")
+                return
+            }
+            guard case .applied = refused[2] else {
+                Issue.record("the change after the group: \(refused[2])")
+                return
+            }
+            #expect(try documents(fixture) == [cart: ["milk": 2, "eggs": 6, "note": "x"]])
+
+            let moved = try push(
+                fixture,
+                [
+                    BatchChange(key: cart, delta: try .update(remove: [try FieldPath("eggs")], base: Version(1)), writes: 1, group: 7),
+                    BatchChange(key: saved, delta: try .create(["eggs": 6], base: .zero), writes: 1, group: 7),
+                    BatchChange(key: saved, delta: try .update(increments: [try FieldPath("eggs"): 1], base: .zero), writes: 1, group: 7),
+                ], sequence: 3)
+            #expect(moved.allSatisfy { if case .applied = $0 { true } else { false } }, "\(moved)")
+            #expect(try documents(fixture) == [cart: ["milk": 2, "note": "x"], saved: ["eggs": 7]])
+        }
+
+        @Test func groupsMustComeTogetherAndBePositive() throws {
+            let change = #"{"collection":"carts","delta":{"create":0},"id":"c1","group":1}"#
+            let other = #"{"collection":"carts","delta":{"create":0},"id":"c2"}"#
+            let apart = #"{"batchSeq":1,"changes":[\#(change),\#(other),\#(change)],"clientId":"dev-1","strategy":"merge"}"#
+            #expect(throws: Refusal.self) { try PushRequest(body: Array(apart.utf8)) }
+            do {
+                _ = try PushRequest(body: Array(apart.utf8))
+            } catch {
+                #expect(error.message.contains("group 1 must come together"))
+            }
+            let zero =
+                #"{"batchSeq":1,"changes":[{"collection":"carts","delta":{"create":0},"id":"c1","group":0}],"clientId":"dev-1","strategy":"merge"}"#
+            #expect(throws: Refusal.self) { try PushRequest(body: Array(zero.utf8)) }
+        }
+    }
+}
+
+/// Any authenticated user reads and writes; a document holding `invalid` is refused.
+struct ValidatingRules: SecurityRules {
+    func refusal(ofWritesTo key: DocumentKey, by caller: Caller) -> String? { caller.userID == nil ? "sign in" : nil }
+    func allowsRead(_ document: StoredDocument, by caller: Caller) -> Bool { caller.userID != nil }
+    func allowsWrite(before: StoredDocument?, after: StoredDocument, by caller: Caller) -> Bool { caller.userID != nil }
+    func validate(_ document: StoredDocument) throws(Refusal) {
+        if document.state.document?.mapValue?["invalid"] != nil { throw Refusal.invalid("a document may not hold invalid") }
+    }
+}
