@@ -15,13 +15,19 @@ extension LocalStore {
             if let frozen = try inflightBatch() { return frozen }
             // The changes of a document whose conflict the resolver is deciding wait for it (the
             // resolution goes before them); the rest of the queue goes on.
-            let held = memory.heldDocuments.isEmpty ? "" : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) "
+            // A group with a change of such a document waits whole.
+            let held =
+                memory.heldDocuments.isEmpty
+                ? ""
+                : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) AND (group_id IS NULL OR group_id NOT IN "
+                    + "(SELECT group_id FROM pending WHERE group_id IS NOT NULL AND (collection, id) IN (SELECT collection, id FROM unresolved))) "
             // A batch composes each document's changes, so its changes may hold many more rows:
             // they are read a page at a time until the batch is full, or the queue ends.
             let page = max(1, min(maximumChanges, 4_096))
             var pending: [QueueRow] = []
             var rows: ArraySlice<QueueRow> = []
-            while pending.count < page * Self.maximumComposedWrites {
+            // (A group is read to its end, so that the batch takes it whole.)
+            while pending.count < page * Self.maximumComposedWrites || pending.last?.group != nil {
                 let more = try database.query(
                     """
                     SELECT \(QueueRow.pendingColumnsWithoutView) FROM pending \(held.isEmpty ? "WHERE" : held + "AND") sequence > ?
@@ -56,14 +62,14 @@ extension LocalStore {
         for (position, frozen) in plan.changes.enumerated() {
             try database.run(
                 """
-                INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written, origin, alone)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO inflight (position, collection, id, delta, writes, view, parts, as_written, origin, alone, group_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .integer(Int64(position)), .text(frozen.change.key.collection), .text(frozen.change.key.id),
                     .blob(frozen.encoded), .integer(Int64(frozen.change.writes)), SQLiteValue(frozen.view),
                     SQLiteValue(frozen.parts), .integer(frozen.isAsWritten ? 1 : 0), .integer(frozen.origin),
-                    .integer(frozen.isAlone ? 1 : 0),
+                    .integer(frozen.isAlone ? 1 : 0), frozen.change.group.map(SQLiteValue.integer) ?? .null,
                 ])
         }
         if memory.heldDocuments.isEmpty, let last = plan.takenRows.last {
@@ -121,13 +127,14 @@ extension LocalStore {
                 for (offset, row) in rows.enumerated() {
                     try database.run(
                         """
-                        INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written, origin, alone)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO pending (sequence, collection, id, delta, writes, view, parts, as_written, origin, alone, group_id)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                         [
                             .integer(start + Int64(offset)), .text(row.key.collection), .text(row.key.id), .blob(row.delta),
                             .integer(Int64(row.writes)), SQLiteValue(row.view), SQLiteValue(row.parts), .integer(row.isAsWritten ? 1 : 0),
                             row.origin.map(SQLiteValue.integer) ?? .null, .integer(row.isAlone ? 1 : 0),
+                            row.group.map(SQLiteValue.integer) ?? .null,
                         ])
                 }
                 try database.run("DELETE FROM inflight")
@@ -176,7 +183,8 @@ extension LocalStore {
                 !SettlePlan.needsPendingRows(answer, memory: memory)
                 ? []
                 : try database.query(
-                    "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL, alone FROM pending ORDER BY sequence", [],
+                    "SELECT sequence, collection, id, delta, writes, NULL, parts, 0, NULL, alone, group_id FROM pending ORDER BY sequence",
+                    [],
                     QueueRow.init
                 )
             let plan = try SettlePlan(answer: answer, pending: pending, memory: memory, newOrigin: { newOrigin() })

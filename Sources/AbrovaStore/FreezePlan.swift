@@ -70,7 +70,8 @@ struct FreezePlan: Equatable {
     }
 
     /// The oldest of `rows` that one batch of at most `maximumChanges` changes and a body of at
-    /// most `maximumBytes` holds; always at least one. The bytes are counted from each row's stored
+    /// most `maximumBytes` holds; always at least one, and always whole atomic groups (the first
+    /// one whatever its size). The bytes are counted from each row's stored
     /// bytes and a bound on what the body adds around it (a row that composes adds at most its
     /// own); the changes from the rows that compose as `init` composes them, except that a change
     /// on a newer base, which stays apart, is not foreseen: `init` cuts the batch there.
@@ -80,11 +81,22 @@ struct FreezePlan: Equatable {
         var changes = 0
         // The documents whose open change later rows may compose into.
         var openDocuments: Set<DocumentKey> = []
-        for row in rows {
+        // Where the group being read began: a batch too full for the rest of it ends there (a
+        // group goes whole), unless it is the batch's first, which goes whole whatever its size.
+        var groupStart = 0
+        for (index, row) in rows.enumerated() {
+            let continuesGroup = row.group != nil && index > 0 && rows[index - 1].group == row.group
+            if !continuesGroup { groupStart = count }
             let startsChange = !(row.composes && openDocuments.contains(row.key))
-            if count > 0, startsChange, changes >= maximumChanges { break }
             let changeBytes = Batch.encodedOverhead(of: row.key) + row.delta.count
-            if count > 0, bodyBytes + changeBytes > maximumBytes { break }
+            let isFull = (startsChange && changes >= maximumChanges) || bodyBytes + changeBytes > maximumBytes
+            if count > 0, isFull {
+                if !continuesGroup { break }
+                if groupStart > 0 {
+                    count = groupStart
+                    break
+                }
+            }
             bodyBytes += changeBytes
             count += 1
             if startsChange {
@@ -165,7 +177,9 @@ struct FreezePlan: Equatable {
             let composesInto = documents[number].openChange.flatMap {
                 Self.composes(pruned, of: row, into: changes[$0].change) ? $0 : nil
             }
-            if !pruned.isEmpty, composesInto == nil, changes.count >= maximumChanges { break }
+            // A group goes whole: the batch is cut before it, never within it.
+            let continuesGroup = row.group != nil && taken > 0 && rows[rows.startIndex + taken - 1].group == row.group
+            if !pruned.isEmpty, composesInto == nil, changes.count >= maximumChanges, !continuesGroup { break }
             taken += 1
             documents[number].lastView = row.view
             documents[number].lastRow = row.sequence
@@ -190,7 +204,7 @@ struct FreezePlan: Equatable {
                 documents[number].lastChange = changes.count
                 changes.append(
                     FrozenChange(
-                        change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy),
+                        change: BatchChange(key: row.key, delta: pruned, writes: row.writes, strategy: strategy, group: row.group),
                         encoded: isPruned ? LocalStore.encode(pruned) : row.delta, parts: row.parts,
                         isAsWritten: row.isAsWritten, origin: row.origin ?? 0, isAlone: row.isAlone, view: nil))
             }

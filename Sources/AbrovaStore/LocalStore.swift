@@ -190,33 +190,36 @@ package actor LocalStore {
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         // Read before the write: its closure runs within an access to `memory`.
         let hasPendingChange = memory.unsent[key] != nil
-        return switch operation {
+        var requiresExisting = false
+        if case .update = operation { requiresExisting = true }
+        return try writeTranslated(
+            key, requiresExisting: requiresExisting, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit
+        ) { document in
+            try Self.delta(of: operation, on: document, hasPendingChange: hasPendingChange)
+        }
+    }
+
+    /// The change an app write makes to `document` (`hasPendingChange`: the device has a change
+    /// of its own to it still unsent).
+    ///
+    /// - Throws: `ValueError` naming the field when a path or a value cannot be stored.
+    static func delta(of operation: WriteOperation, on document: CachedDocument, hasPendingChange: Bool) throws(ValueError)
+        -> DocumentDelta
+    {
+        let base = document.confirmed.version
+        switch operation {
         case .set(let data, let stamps):
-            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                document in
-                try DocumentDelta.create(data, base: document.confirmed.version).markingServerTimestamps(stamps)
-            }
+            return try DocumentDelta.create(data, base: base).markingServerTimestamps(stamps)
         case .setMerging(let data, let stamps, let increments):
-            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                document in
-                try DocumentDelta.setMerging(
-                    data, base: document.confirmed.version, view: document.view, hasPendingChange: hasPendingChange
-                )
+            return try DocumentDelta.setMerging(data, base: base, view: document.view, hasPendingChange: hasPendingChange)
                 .markingServerTimestamps(stamps)
-                .incrementing(topLevel: increments, base: document.confirmed.version)
-            }
+                .incrementing(topLevel: increments, base: base)
         case .update(let assignments, let removals, let setAdd, let setRemove, let stamps, let increments):
-            try writeTranslated(key, requiresExisting: true, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                document in
-                try DocumentDelta.update(
-                    set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, serverTimestamps: stamps,
-                    increments: increments, base: document.confirmed.version)
-            }
+            return try DocumentDelta.update(
+                set: assignments, remove: removals, setAdd: setAdd, setRemove: setRemove, serverTimestamps: stamps,
+                increments: increments, base: base)
         case .delete:
-            try writeTranslated(key, requiresExisting: false, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit) {
-                document in
-                DocumentDelta.delete(base: document.confirmed.version)
-            }
+            return DocumentDelta.delete(base: base)
         }
     }
 
@@ -265,6 +268,83 @@ package actor LocalStore {
         afterCommit?(&memory)
         notify(changed: [key])
         return (DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true)), receipt)
+    }
+
+    /// The most writes an atomic group holds (as Firestore's batches): a group goes in one batch.
+    package static let maximumGroupWrites = 500
+
+    /// An atomic group of writes (`WriteBatch`): all saved in one transaction, each a change of its
+    /// own marked with the group (never composed with another), sent together in one batch and
+    /// applied by the server all or none. Listeners hear of them once all are saved. Should any
+    /// write fail here (a document to update that does not exist, a value that cannot be
+    /// stored), none is saved.
+    ///
+    /// - Throws: `StoreError`: `.invalidValue` for an empty group or one of more than
+    ///   `maximumGroupWrites` writes; as `write(_:for:asWritten:)` for a write that fails.
+    package func writeGroup(
+        _ writes: [(operation: WriteOperation, key: DocumentKey)], asWritten: Bool = false
+    ) throws(StoreError) -> [(snapshot: DocumentSnapshot, receipt: WriteReceipt)] {
+        guard !writes.isEmpty, writes.count <= Self.maximumGroupWrites else {
+            throw StoreError(.invalidValue, "a batch of writes holds 1 to \(Self.maximumGroupWrites) writes, not \(writes.count)")
+        }
+        let group = newOrigin()
+        var results: [(snapshot: DocumentSnapshot, receipt: WriteReceipt)] = []
+        var committed: [(change: PendingChange, viewJSON: String?)] = []
+        do {
+            try database.write { database in
+                for (operation, key) in writes {
+                    let (snapshot, change, viewJSON) = try groupWrite(operation, for: key, group: group, asWritten: asWritten, in: database)
+                    committed.append((change, viewJSON))
+                    results.append(
+                        (snapshot, WriteReceipt(change: change, before: nil, batchFrom: memory.nextBatch)))
+                }
+            }
+        } catch {
+            for (_, key) in writes { memory.forget(key) }
+            throw StoreError.translating(error)
+        }
+        for (change, viewJSON) in committed { memory.wrote(change, viewJSON: viewJSON) }
+        notify(changed: Set(writes.map(\.key)))
+        return results
+    }
+
+    /// One write of a group, in the group's transaction: its document changes in place in the
+    /// cache (the caller forgets it should the transaction fail), its change is a row of its own.
+    private func groupWrite(
+        _ operation: WriteOperation, for key: DocumentKey, group: Int64, asWritten: Bool, in database: Database
+    ) throws -> (snapshot: DocumentSnapshot, change: PendingChange, viewJSON: String?) {
+        try key.validate()
+        let hasPendingChange = memory.unsent[key] != nil
+        let (delta, view, viewJSON) = try changingCachedDocument(key) { document in
+            if case .update = operation, !document.view.exists {
+                throw StoreError(.documentNotFound, "\(key) does not exist")
+            }
+            let delta: DocumentDelta
+            do {
+                delta = try Self.delta(of: operation, on: document, hasPendingChange: hasPendingChange)
+            } catch let error as ValueError {
+                throw StoreError(error)
+            }
+            let viewJSON = document.applyLocally(delta)
+            do {
+                try document.view.checkSize()
+            } catch let error as ValueError {
+                throw StoreError(error)
+            }
+            return (delta, document.view, viewJSON)
+        }
+        let origin = newOrigin()
+        try database.run(
+            "INSERT INTO pending (collection, id, delta, writes, view, as_written, origin, alone, group_id) VALUES (?, ?, ?, 1, ?, ?, ?, 1, ?)",
+            [
+                .text(key.collection), .text(key.id), .blob(Self.encode(delta)), SQLiteValue(viewJSON), .integer(asWritten ? 1 : 0),
+                .integer(origin), .integer(group),
+            ])
+        let change = PendingChange(
+            sequence: database.lastInsertedRowID, key: key, delta: delta, writes: 1, parts: nil, isAsWritten: asWritten,
+            origin: origin, isAlone: true)
+        let snapshot = DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
+        return (snapshot, change, viewJSON)
     }
 
     /// Commits a write's change: composed into the newest pending change when it can be (see

@@ -18,8 +18,11 @@ struct QueueRow: Equatable {
     var isAsWritten: Bool
     /// The change's own id; `nil` for a change stored before schema 5.
     var origin: Int64?
-    /// Whether it is a write sent again by itself after a refusal, never to compose again.
+    /// Whether it is a write sent again by itself after a refusal, or a write of an atomic
+    /// group: never to compose with another.
     var isAlone: Bool
+    /// The atomic group it belongs to, `nil` for none.
+    var group: Int64?
 
     /// Whether a refusal of the change can be sent again write by write.
     var isSplittable: Bool { writes == 1 || parts != nil }
@@ -27,12 +30,12 @@ struct QueueRow: Equatable {
     var composes: Bool { !isAsWritten && !isAlone && isSplittable }
 
     /// The columns `init(_:)` reads, in its order, from `pending`.
-    static let pendingColumns = "sequence, collection, id, delta, writes, view, parts, as_written, origin, alone"
+    static let pendingColumns = "sequence, collection, id, delta, writes, view, parts, as_written, origin, alone, group_id"
     /// `pendingColumns` with no view (NULL in its place): a freeze reads many rows, and needs the
     /// view of only the last of each document (`FreezePlan.takeViews`).
-    static let pendingColumnsWithoutView = "sequence, collection, id, delta, writes, NULL, parts, as_written, origin, alone"
+    static let pendingColumnsWithoutView = "sequence, collection, id, delta, writes, NULL, parts, as_written, origin, alone, group_id"
     /// The columns `init(_:)` reads, in its order, from `inflight`.
-    static let inflightColumns = "position, collection, id, delta, writes, view, parts, as_written, origin, alone"
+    static let inflightColumns = "position, collection, id, delta, writes, view, parts, as_written, origin, alone, group_id"
 
     /// A row selected with `pendingColumns` or `inflightColumns`.
     init(_ row: Row) {
@@ -45,6 +48,7 @@ struct QueueRow: Equatable {
         isAsWritten = row.integer(7) != 0
         origin = row.isNull(8) ? nil : row.integer(8)
         isAlone = row.integer(9) != 0
+        group = row.isNull(10) ? nil : row.integer(10)
     }
 
     init(

@@ -5,7 +5,7 @@ import AbrovaSQLite
 /// gets them all in one).
 enum Schema {
     /// The version this code writes.
-    static let currentVersion = 7
+    static let currentVersion = 8
 
     /// Migration `i` takes a file from version `i` to version `i + 1`.
     static let migrations: [String] = [
@@ -88,6 +88,13 @@ enum Schema {
         // version keeps an older AbrovaSync from reading the new form as a state without fields.
         """
         -- no change to the tables
+        """,
+        // 7 -> 8: the atomic group a change belongs to (`WriteBatch`), sent with it: the server
+        // applies a group's changes all or none. A group's rows are also `alone`: they never
+        // compose with another change, so that a group holds exactly its own writes.
+        """
+        ALTER TABLE pending ADD COLUMN group_id INTEGER;
+        ALTER TABLE inflight ADD COLUMN group_id INTEGER;
         """,
     ]
 

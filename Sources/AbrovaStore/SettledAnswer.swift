@@ -149,6 +149,9 @@ struct SettledAnswer {
                     continue
                 }
                 rollbacks.insert(change.key)
+                // A group refused whole is reported once, by the change at fault; the others go
+                // with it unreported.
+                guard reason != .groupFailed else { break }
                 report.rejections.append(
                     Rejection(
                         key: change.key, operation: OperationType(change.delta),

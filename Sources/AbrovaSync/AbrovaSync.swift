@@ -346,6 +346,38 @@ public final class AbrovaSync: Sendable {
         }
     }
 
+    /// An atomic group of writes (`WriteBatch.commit()`), as `write` says for one: to the server
+    /// first when it can be reached, else queued whole. Throws the refusal of the write at fault.
+    func writeGroup(_ writes: [(operation: WriteOperation, key: DocumentKey)]) async throws(AbrovaSyncError) {
+        let online = await engine.isOnline
+        if !online && !configuration.offlineEnabled {
+            throw AbrovaSyncError(.unreachable, message: "the server cannot be reached and offline persistence is off")
+        }
+        do {
+            let saved = try await store.writeGroup(writes, asWritten: online)
+            guard online else { return }
+            let run = await engine.syncForWrite()
+            let answers = zip(saved, writes).map { saved, write in run.answer(to: saved.receipt, of: write.key) }
+            guard answers.allSatisfy({ $0 != nil }) else {
+                // Not sent: queued, unless offline persistence is off (then nothing stays).
+                guard !configuration.offlineEnabled else { return }
+                for (receipt, _) in zip(saved.map(\.receipt), writes).reversed() { _ = try await store.takeBack(receipt) }
+                let reason = await engine.lastError.map { ": \($0.message)" } ?? ""
+                throw AbrovaSyncError(
+                    .unreachable, message: "the batch could not be sent and offline persistence is off; nothing was saved\(reason)")
+            }
+            let refusals: [(Refusal.Reason, String)] = answers.compactMap { answer in
+                if case .rejected(let reason, let message)? = answer { (reason, message) } else { nil }
+            }
+            // The write at fault's refusal, not the others' "with its group".
+            if let (reason, message) = refusals.first(where: { $0.0 != .groupFailed }) ?? refusals.first {
+                throw AbrovaSyncError(.refused, reason: reason, message: message)
+            }
+        } catch {
+            throw AbrovaSyncError.wrapping(error)
+        }
+    }
+
     /// A query's documents, as the seed's table says for `source`: the server's changes are pulled
     /// first (a run: queued writes go too), then the device answers with its pending edits
     /// overlaid; from the device alone when the source is `.cache`, or `.default` offline.

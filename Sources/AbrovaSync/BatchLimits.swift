@@ -58,14 +58,16 @@ enum BatchRefusal: Equatable {
     /// Too large, or one of its changes unreadable, before anything was applied: send
     /// the changes again in smaller batches.
     case split
-    /// A batch of one change refused so: that change can never be sent; reject it alone.
+    /// A batch of one change (or one atomic group, which is never split) refused so: it can
+    /// never be sent; reject it alone.
     case rejectChange(reason: Refusal.Reason, message: String)
 
-    init(_ failure: TransportFailure, changes: Int) {
+    /// `units`: the batch's changes outside groups and its groups (`Batch.units`).
+    init(_ failure: TransportFailure, units: Int) {
         guard case .refused(let reason, let message) = failure, reason == .invalid || reason == .tooLarge else {
             self = .endRun
             return
         }
-        self = changes > 1 ? .split : .rejectChange(reason: reason, message: message)
+        self = units > 1 ? .split : .rejectChange(reason: reason, message: message)
     }
 }

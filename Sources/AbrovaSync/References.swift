@@ -140,37 +140,21 @@ extension AbrovaSync {
         @_disfavoredOverload
         @discardableResult
         public func setData(_ data: [String: any FieldValueConvertible], merge: Bool) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            var values: [String: Value] = [:]
-            var stamps: Set<String> = []
-            var increments: [String: Value] = [:]
-            let now = Timestamp(Date())
-            for (name, field) in data {
-                switch field.fieldValue.change {
-                case .assign(let value): values[name] = value
-                case .serverTimestamp:
-                    values[name] = .timestamp(now)
-                    stamps.insert(name)
-                // Merged, the field counts; replacing the document, it starts from the amount.
-                case .increment(let amount) where merge: increments[name] = amount
-                case .increment(let amount): values[name] = amount
-                case .remove, .setAdd, .setRemove:
-                    throw AbrovaSyncError(
-                        .refused, reason: .invalid,
-                        message:
-                            "\(name): setData takes values and serverTimestamp(); delete(), arrayUnion and arrayRemove are for updateData")
-                }
-            }
-            return try await set(values, serverTimestamps: stamps, increments: increments, merge: merge)
+            try await write(try WriteOperations.set(data, merge: merge))
         }
 
         private func set(
             _ data: [String: Value], serverTimestamps: Set<String>, increments: [String: Value], merge: Bool
         ) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            let key = key
-            let operation: WriteOperation =
+            try await write(
                 merge
-                ? .setMerging(data, serverTimestamps: serverTimestamps, increments: increments)
-                : .set(data, serverTimestamps: serverTimestamps)
+                    ? .setMerging(data, serverTimestamps: serverTimestamps, increments: increments)
+                    : .set(data, serverTimestamps: serverTimestamps))
+        }
+
+        /// Writes one operation as the seed's table says (`AbrovaSync.write`).
+        private func write(_ operation: WriteOperation) async throws(AbrovaSyncError) -> DocumentSnapshot {
+            let key = key
             return try await sync.write(key) { store, online in try await store.write(operation, for: key, asWritten: online) }
         }
 
@@ -205,37 +189,7 @@ extension AbrovaSync {
         }
 
         private func update(_ fields: [String: FieldValue]) async throws(AbrovaSyncError) -> DocumentSnapshot {
-            var assignments: [FieldPath: Value] = [:]
-            var removals: [FieldPath] = []
-            var adds: [FieldPath: [Value]] = [:]
-            var removes: [FieldPath: [Value]] = [:]
-            var stamps: [FieldPath: Timestamp] = [:]
-            var increments: [FieldPath: Value] = [:]
-            let now = Timestamp(Date())
-            for (dotted, change) in fields {
-                let path: FieldPath
-                do {
-                    path = try FieldPath(dotted)
-                } catch {
-                    throw AbrovaSyncError(.refused, reason: error.reason, message: error.description)
-                }
-                switch change.change {
-                case .assign(let value): assignments[path] = value
-                case .remove: removals.append(path)
-                case .setAdd(let elements): adds[path] = elements
-                case .setRemove(let elements): removes[path] = elements
-                case .serverTimestamp: stamps[path] = now
-                case .increment(let amount): increments[path] = amount
-                }
-            }
-            let key = key
-            return try await sync.write(key) { [assignments, removals, adds, removes, stamps, increments] store, online in
-                try await store.write(
-                    .update(
-                        set: assignments, remove: removals, setAdd: adds, setRemove: removes, serverTimestamps: stamps,
-                        increments: increments),
-                    for: key, asWritten: online)
-            }
+            try await write(try WriteOperations.update(fields))
         }
 
         /// Deletes the document.

@@ -447,7 +447,7 @@ actor SyncRunner {
                     // taken back) or stay pending, to be frozen again.
                     try await store.unfreezeBatch()
                 }
-                switch BatchRefusal(error, changes: frozen.batch.changes.count) {
+                switch BatchRefusal(error, units: frozen.batch.units.count) {
                 case .endRun:
                     // Not the changes' fault (unreachable, a refused route, client id or batch
                     // number): the queue stays, and the run is tried again.
@@ -460,7 +460,12 @@ actor SyncRunner {
                     batchLimits.split(changes: frozen.batch.changes.count, bytes: body.count)
                     continue
                 case .rejectChange(let reason, let message):
-                    answer = [.rejected(reason: reason, message: message)]
+                    // A group goes as one: the first change takes the refusal, the others go with it.
+                    answer = frozen.batch.changes.indices.map { index in
+                        index == 0
+                            ? .rejected(reason: reason, message: message)
+                            : .rejected(reason: .groupFailed, message: "not applied: the batch of writes was refused whole (\(message))")
+                    }
                 }
             }
             markReachable()

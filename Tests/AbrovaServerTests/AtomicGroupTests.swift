@@ -67,6 +67,49 @@ extension ServerSuites {
             #expect(try documents(fixture) == [cart: ["milk": 2, "note": "x"], saved: ["eggs": 7]])
         }
 
+        /// Random groups (some with a change the validation refuses) and lone changes over four
+        /// documents, pushed one batch at a time: after each push a pull shows every group's marks
+        /// on all its documents or on none.
+        @Test(arguments: StoreKind.available)
+        func noPullEverShowsPartOfAGroup(kind: StoreKind) async {
+            let keys = (0..<4).map { DocumentKey(collection: "carts", id: "c\($0)") }
+            let failure = await Property.checkCatching(
+                "no pull shows part of a group", cases: kind == .sqlite ? 300 : 40,
+                generate: { choices in
+                    (0..<choices.int(in: 1...5)).map { _ in
+                        // (document, refused) per change; a batch of one group or of lone changes.
+                        (0..<choices.int(in: 1...3)).map { _ in (choices.below(4), choices.chance(oneIn: 5)) }
+                    }
+                },
+                property: { batches in
+                    let fixture = try ServiceFixture(kind, rules: Self.rules)
+                    var groups: [Int64: Set<DocumentKey>] = [:]
+                    for (number, changes) in batches.enumerated() {
+                        let group = number % 2 == 0 ? Int64(number + 1) : nil
+                        let mark = try FieldPath(segments: ["g\(number)"])
+                        let batch = try changes.map { document, refused in
+                            var data: [FieldPath: Value] = [mark: true]
+                            if refused { data[try FieldPath("invalid")] = true }
+                            var delta = try DocumentDelta.setMerging([:], base: .zero, documentExists: false)
+                            delta.compose(with: try DocumentDelta.update(set: data, base: .zero))
+                            return BatchChange(key: keys[document], delta: delta, writes: 1, group: group)
+                        }
+                        if let group { groups[group] = Set(batch.map(\.key)) }
+                        _ = try push(fixture, batch, sequence: Int64(number + 1))
+                        let shown = try documents(fixture)
+                        for (group, members) in groups {
+                            let mark = "g\(group - 1)"
+                            let marked = Set(members.filter { shown[$0]?.mapValue?[mark] != nil })
+                            if !marked.isEmpty && marked != members {
+                                return "after push \(number + 1), group \(group) shows on \(marked.sorted()) of \(members.sorted())"
+                            }
+                        }
+                    }
+                    return nil
+                })
+            if let failure { Issue.record(Comment(rawValue: failure.description)) }
+        }
+
         @Test func groupsMustComeTogetherAndBePositive() throws {
             let change = #"{"collection":"carts","delta":{"create":0},"id":"c1","group":1}"#
             let other = #"{"collection":"carts","delta":{"create":0},"id":"c2"}"#

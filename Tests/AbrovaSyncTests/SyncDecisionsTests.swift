@@ -116,16 +116,16 @@ import Testing
     }
 
     @Test func onlyASizeOrUnreadableChangeRefusalSplitsAndOnlyAChangeAloneIsRejected() {
-        #expect(BatchRefusal(.refused(reason: .tooLarge, message: "too large"), changes: 9) == .split)
-        #expect(BatchRefusal(.refused(reason: .invalid, message: "bad delta"), changes: 2) == .split)
+        #expect(BatchRefusal(.refused(reason: .tooLarge, message: "too large"), units: 9) == .split)
+        #expect(BatchRefusal(.refused(reason: .invalid, message: "bad delta"), units: 2) == .split)
         #expect(
-            BatchRefusal(.refused(reason: .tooLarge, message: "too large"), changes: 1)
+            BatchRefusal(.refused(reason: .tooLarge, message: "too large"), units: 1)
                 == .rejectChange(reason: .tooLarge, message: "too large"))
         for reason in [Refusal.Reason.forbidden, .notFound, .methodNotAllowed, .staleBatch, .unsupportedEncoding, .reusedBatch] {
-            #expect(BatchRefusal(.refused(reason: reason, message: "no"), changes: 1) == .endRun, "\(reason)")
+            #expect(BatchRefusal(.refused(reason: reason, message: "no"), units: 1) == .endRun, "\(reason)")
         }
-        #expect(BatchRefusal(.unreachable("gone"), changes: 5) == .endRun)
-        #expect(BatchRefusal(.unauthorized("expired"), changes: 5) == .endRun)
+        #expect(BatchRefusal(.unreachable("gone"), units: 5) == .endRun)
+        #expect(BatchRefusal(.unauthorized("expired"), units: 5) == .endRun)
     }
 }
 
