@@ -48,6 +48,10 @@ public struct ShoppingCartDemoSummary: Sendable {
     /// How long after Ana's phone wrote the laptop's listener showed it, with nobody touching the
     /// laptop (live updates); `nil` when it never did.
     public var liveUpdateLatency: Duration?
+    /// The cart and saved-for-later as Ben's laptop shows them after Ana's phone moved the apples
+    /// from one to the other in one batch.
+    public var movedCart: [String: Value]?
+    public var savedForLater: [String: Value]?
 
     /// Whether both devices and the server ended with the same cart.
     public var devicesAgree: Bool { phoneCart != nil && phoneCart == laptopCart && laptopCart == serverCart }
@@ -84,6 +88,7 @@ public enum ShoppingCartDemo {
         let folder = try DemoFolder()
         let rules = RuleBook(collections: [
             "carts": PresetRules.anyAuthenticatedUser,
+            "saved": PresetRules.anyAuthenticatedUser,
             // Coupons are issued by the shop (an admin tool), never by a device.
             "coupons": PresetRules(read: .authenticated, write: .nobody),
         ])
@@ -210,6 +215,7 @@ public enum ShoppingCartDemo {
                     + "when it was sent; the SDK dropped the write and rolled the document back: \(couponFate).")
         }
         summary.liveUpdateLatency = try await showLiveUpdate(from: phone, to: laptop, output: output, waitLimit: waitLimit)
+        (summary.movedCart, summary.savedForLater) = try await showMove(from: phone, to: laptop, output: output)
         return summary
     }
 
@@ -239,6 +245,25 @@ public enum ShoppingCartDemo {
             output("   Ben's laptop's listener shows milk 4, \(milliseconds(latency, digits: 1)) ms after Ana's phone wrote it.")
         }
         return latency
+    }
+
+    /// Step 7: the phone moves the apples to saved-for-later in one batch of writes: the cart loses
+    /// them and the list gains them together, or neither happens.
+    private static func showMove(
+        from phone: DemoDevice, to laptop: DemoDevice, output: @escaping @Sendable (String) -> Void
+    ) async throws -> (cart: [String: Value]?, saved: [String: Value]?) {
+        output("")
+        output("7. Ana's phone moves the apples to saved-for-later in one batch: both writes, or neither.")
+        let batch = phone.sync.batch()
+        batch.updateData(["items": .arrayRemove(["apples"]), "qty.apples": .delete()], forDocument: phone.carts.document(cart))
+        batch.setData(["apples": .increment(4)], forDocument: phone.sync.collection("saved").document(cart), merge: true)
+        try await batch.commit()
+        await laptop.sync.syncNow()
+        let moved = try await laptop.cart(cart)
+        let saved = try await laptop.sync.collection("saved").document(cart).getDocument(source: .cache).data?.mapValue
+        output("   Ben's laptop sees the cart    \(describe(moved.map(Value.map)))")
+        output("   and saved-for-later          \(describe(saved.map(Value.map)))")
+        return (moved, saved)
     }
 
     /// Runs offline writes and says how long they took (they never wait for the network).

@@ -40,6 +40,8 @@ import Testing
         #expect(rejection.operation == .create && rejection.statusCode == 403)
         #expect(summary.isRefusedDocumentRolledBack)
         #expect(summary.liveUpdateLatency != nil, "the laptop's listener never showed the phone's live write")
+        #expect(summary.movedCart == ["items": ["eggs", "milk"], "qty": ["bread": 3, "eggs": 6, "milk": 4]])
+        #expect(summary.savedForLater == ["apples": 4])
 
         #expect(!FileManager.default.fileExists(atPath: summary.folder), "the demo leaves nothing behind")
         let text = lines.all.joined(separator: "\n")
