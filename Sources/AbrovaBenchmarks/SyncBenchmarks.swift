@@ -28,6 +28,7 @@ struct SyncBenchmarks {
             if options.runs("sync-growth-push") { try await measurePushGrowth(into: &report) }
             if options.runs("sync-write-during-pull") { try await measureWriteDuringFirstSync(into: &report) }
             if options.runs("sync-live-listener") { try await measureLiveListener(into: &report) }
+            if options.runs("sync-scope") { try measureScopedInitialSync(into: &report) }
         } catch {
             print("sync benchmarks failed: \(error)")
         }
@@ -117,9 +118,48 @@ struct SyncBenchmarks {
         }
     }
 
+    /// Partial sync: an empty device whose scope is one collection holding a tenth of a server's
+    /// 100,000 documents (every tenth document is a cart, the rest orders) syncs once, against a
+    /// device that syncs everything; time and bytes on the wire (through a counting proxy, heads
+    /// included), three alternating rounds, medians. Reported.
+    private func measureScopedInitialSync(into report: inout BenchmarkReport) throws {
+        let size = options.isQuick ? 10_000 : 100_000
+        let folder = TemporaryFolder()
+        let store = try SQLiteServerStore(path: folder.path("server.sqlite"), durability: .normal)
+        try Self.seed(store, from: 0, to: size) { $0 % 10 == 0 ? "carts" : "orders" }
+        let server = try SyncServer(store: store)
+        defer { server.stop() }
+        let proxy = try FaultProxy(upstreamPort: server.port)
+        defer { proxy.stop() }
+        var whole: [(seconds: Double, bytes: Int)] = []
+        var scoped: [(seconds: Double, bytes: Int)] = []
+        for _ in 0..<(options.isQuick ? 1 : 3) {
+            for scope in [nil, "carts"] {
+                let before = proxy.forwardedBytes
+                let device = try runDevice(port: proxy.port, expected: scope == nil ? size : size / 10, folder: folder, scope: scope)
+                let measured = (
+                    seconds: Double(scope == nil ? size : size / 10) / device.rate, bytes: proxy.forwardedBytes.since(before).total
+                )
+                if scope == nil { whole.append(measured) } else { scoped.append(measured) }
+            }
+        }
+        let (scopedSeconds, wholeSeconds) = (median(scoped.map(\.seconds)), median(whole.map(\.seconds)))
+        let (scopedBytes, wholeBytes) = (median(scoped.map { Double($0.bytes) }), median(whole.map { Double($0.bytes) }))
+        report.add(
+            BenchmarkRow(
+                name: "sync: initial sync of a scope holding 10% of \(size) documents (syncScope, loopback HTTP, own process)",
+                figure: String(
+                    format: "%.2f s, %.0f kB on the wire (%.2f× the bytes)", scopedSeconds, scopedBytes / 1_000, scopedBytes / wholeBytes),
+                baseline: String(format: "everything: %.2f s, %.0f kB", wholeSeconds, wholeBytes / 1_000),
+                ratio: scopedSeconds / wholeSeconds, goal: "reported (time and bytes against syncing everything)", isGoalMet: nil))
+    }
+
     /// Writes documents `start..<end` straight into the server's store, 50,000 a transaction, as
-    /// pushes of creates by the device's user would leave them (the rules are owner-only).
-    private static func seed(_ store: SQLiteServerStore, from start: Int, to end: Int) throws {
+    /// pushes of creates by the device's user would leave them (the rules are owner-only), each in
+    /// the collection `collection` names (`items` by default).
+    private static func seed(
+        _ store: SQLiteServerStore, from start: Int, to end: Int, collection: (Int) -> String = { _ in "items" }
+    ) throws {
         let now = Date()
         for chunk in stride(from: start, to: end, by: 50_000) {
             try store.write { transaction in
@@ -129,7 +169,7 @@ struct SyncBenchmarks {
                     state.applyLocally(try DocumentDelta.create(ServerBenchmarks.document(index), base: .zero), at: version)
                     try transaction.saveDocument(
                         StoredDocument(
-                            key: DocumentKey(collection: "items", id: "i\(index)"), owner: "reader",
+                            key: DocumentKey(collection: collection(index), id: "i\(index)"), owner: "reader",
                             version: version, state: state), at: now)
                 }
             }
@@ -156,10 +196,11 @@ struct SyncBenchmarks {
     }
 
     /// Runs this benchmark again as the device (`InitialSyncDevice`) and reads what it reports.
-    private func runDevice(port: UInt16, expected: Int, folder: TemporaryFolder) throws -> DeviceResult {
+    private func runDevice(port: UInt16, expected: Int, folder: TemporaryFolder, scope: String? = nil) throws -> DeviceResult {
         let storePath = folder.path("device-\(expected).sqlite")
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: storePath + suffix) } }
-        let (line, fields) = try Self.runItself(InitialSyncDevice.flag, [String(port), storePath, String(expected)], reporting: "device")
+        let (line, fields) = try Self.runItself(
+            InitialSyncDevice.flag, [String(port), storePath, String(expected)] + (scope.map { [$0] } ?? []), reporting: "device")
         let storeBytes = try? Self.fileBytes(of: storePath)
         guard let pulled = fields["pulled"], Int(pulled) == expected, let elapsed = fields["seconds"], let peak = fields["peakKiB"],
             let start = fields["startKiB"], let reports = fields["reports"]
@@ -496,21 +537,23 @@ enum InitialSyncBaselineDevice {
 }
 
 /// The device of the initial-sync figure, run as `abrova-bench --initial-sync-device PORT STORE
-/// EXPECTED` in a process of its own: an `AbrovaSync` on an empty store syncs once, following
-/// its progress, then prints one line with the documents pulled, the time and the peak resident
-/// memory (VmHWM).
+/// EXPECTED [SCOPE]` in a process of its own: an `AbrovaSync` on an empty store (keeping only the
+/// comma-separated collections of SCOPE, when given) syncs once, following its progress, then
+/// prints one line with the documents pulled, the time and the peak resident memory (VmHWM).
 enum InitialSyncDevice {
     static let flag = "--initial-sync-device"
 
     static func run(_ arguments: [String]) async -> Never {
-        guard arguments.count == 3, let port = Int(arguments[0]) else {
-            print("usage: abrova-bench \(flag) PORT STORE EXPECTED")
+        guard arguments.count == 3 || arguments.count == 4, let port = Int(arguments[0]) else {
+            print("usage: abrova-bench \(flag) PORT STORE EXPECTED [SCOPE]")
             exit(2)
         }
         let startKiB = residentKiB("VmRSS")
         do {
-            let config = try AbrovaSyncConfigBuilder(apiKey: "bench").serverURL(URL(string: "http://127.0.0.1:\(port)")!)
-                .storePath(arguments[1]).authToken("reader").build()
+            var builder = AbrovaSyncConfigBuilder(apiKey: "bench").serverURL(URL(string: "http://127.0.0.1:\(port)")!)
+                .storePath(arguments[1]).authToken("reader")
+            if arguments.count == 4 { builder = builder.syncScope(collections: arguments[3].split(separator: ",").map(String.init)) }
+            let config = try builder.build()
             let clock = ContinuousClock()
             let start = clock.now
             let sync = try AbrovaSync(config: config)

@@ -196,6 +196,8 @@ extension LocalStore {
             }
             memory.settled(plan)
             notify(changed: Set(plan.documents.keys), rollbacks: answer.rollbacks)
+            // A document outside the sync scope kept for its unsent changes goes once they are sent.
+            try dropDocumentsOutsideScope()
             var report = plan.report
             report.tookCursor = tookCursor
             return report

@@ -30,6 +30,8 @@ package actor LocalStore {
     var listeners = Listeners()
     /// The id `newOrigin()` hands out next.
     private var nextOrigin = Int64.random(in: 1...Int64.max)
+    /// The collections of the sync scope (`nil`: all), as `meta.scope` says; `nil` until read.
+    var scopeCollections: Set<String>??
 
     /// Writes not yet confirmed by the server, in all documents. A conflict kept for the resolver
     /// counts as one: the device's change is not on the server until its resolution is.
@@ -334,6 +336,7 @@ package actor LocalStore {
             return (delta, document.view, viewJSON)
         }
         let origin = newOrigin()
+        if try isOutsideScope(key) { try setMeta("scope_leftovers", "1", in: database) }
         try database.run(
             "INSERT INTO pending (collection, id, delta, writes, view, as_written, origin, alone, group_id) VALUES (?, ?, ?, 1, ?, ?, ?, 1, ?)",
             [
@@ -353,8 +356,11 @@ package actor LocalStore {
     private func appendToQueue(
         _ delta: DocumentDelta, of key: DocumentKey, viewJSON: String?, asWritten: Bool, alongside: ((Database) throws -> Void)?
     ) throws -> PendingChange {
-        try database.write { database in
+        let isOutsideScope = try isOutsideScope(key)
+        return try database.write { database in
             try alongside?(database)
+            // Kept until it is sent, then it leaves the device (`dropDocumentsOutsideScope`).
+            if isOutsideScope { try setMeta("scope_leftovers", "1", in: database) }
             if var tail = memory.tail, tail.key == key, tail.isAsWritten == asWritten, tail.isSplittable, !tail.isAlone,
                 tail.writes < Self.maximumComposedWrites, Self.composes(delta, into: tail.delta)
             {

@@ -98,7 +98,9 @@ extension LocalStore {
     @discardableResult
     package func endOfPull() throws(StoreError) -> Set<DocumentKey> {
         try translatingErrors {
-            guard memory.isResyncing else { return [] }
+            // What a narrowed scope kept for its unsent changes goes once they are sent.
+            let outside = try dropDocumentsOutsideScope()
+            guard memory.isResyncing else { return outside }
             let unseen = try database.query("SELECT collection, id FROM resync_unseen") { row in
                 DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "")
             }
@@ -116,7 +118,7 @@ extension LocalStore {
             memory.endedResync(left: unseen, unsentViews: unsentViews)
             let removed = Set(unseen)
             if !removed.isEmpty { notify(changed: removed, unsentWritesChanged: false) }
-            return removed
+            return removed.union(outside)
         }
     }
 }

@@ -267,6 +267,25 @@ public final class AbrovaSync: Sendable {
         await events.delivered()
     }
 
+    /// Changes the collections the device keeps (`nil`: all the user may read), until the next
+    /// start (which applies the configured `syncScope`). Documents of collections it leaves go
+    /// at once (those with unsent writes once the writes are sent); collections it adds are pulled
+    /// whole by the sync this starts.
+    ///
+    /// - Throws: `AbrovaSyncError` `.refused` (`invalid`) for a name that is no collection's, or
+    ///   none or more than 100 of them; `.storage` when the store fails.
+    public func setSyncScope(collections: [String]?) async throws(AbrovaSyncError) {
+        if let collections, collections.isEmpty || collections.count > 100 {
+            throw AbrovaSyncError(.refused, reason: .invalid, message: "a sync scope names 1 to 100 collections, not \(collections.count)")
+        }
+        do {
+            guard try await store.setSyncScope(collections) else { return }
+        } catch {
+            throw AbrovaSyncError.wrapping(error)
+        }
+        forceSyncNow()
+    }
+
     /// Goes offline on purpose: writes are queued and reads come from the device until
     /// `reconnect()`.
     public func disconnect() async { await engine.disconnect() }

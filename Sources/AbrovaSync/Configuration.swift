@@ -133,6 +133,9 @@ public struct AbrovaSyncConfig: Sendable {
 
     /// Whether the app chose `storePath` (else it is the default of `userId`).
     var choseStorePath = false
+    /// The collections the device keeps from the start (`nil`: every one the user may read);
+    /// `AbrovaSync.setSyncScope(collections:)` changes it while the app runs.
+    public internal(set) var syncScope: [String]?
 
     /// The store of a user other than the configured store's: beside a chosen path,
     /// `<name>~<user>.sqlite`; else the user's default store. The anonymous caller's is
@@ -181,6 +184,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     private var maximumBatchChanges = 500
     private var requestTimeout = Duration.seconds(30)
     private var liveUpdates = true
+    private var syncScope: [String]?
 
     /// A builder with the defaults: offline persistence on, sync on reconnect, `serverWins`.
     public init(apiKey: String) { self.apiKey = apiKey }
@@ -238,6 +242,13 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     ///
     ///     let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY").liveUpdates(false).build()
     public func liveUpdates(_ enabled: Bool) -> Self { with { $0.liveUpdates = enabled } }
+    /// Keeps only these collections on the device (partial sync): pulls, live updates and the
+    /// initial sync bring only them, and documents of other collections leave the device (those
+    /// with unsent writes once the writes are sent). Writes to any collection still go out. By
+    /// default every collection the user may read; applied at every start.
+    ///
+    ///     let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY").syncScope(collections: ["carts"]).build()
+    public func syncScope(collections: [String]) -> Self { with { $0.syncScope = collections } }
 
     /// The configuration.
     ///
@@ -263,6 +274,19 @@ public struct AbrovaSyncConfigBuilder: Sendable {
             clock: clock, makeTransport: makeTransport, maximumBatchChanges: maximumBatchChanges,
             requestTimeout: requestTimeout, liveUpdates: liveUpdates)
         config.choseStorePath = storePath != nil
+        if let syncScope {
+            guard !syncScope.isEmpty, syncScope.count <= 100 else {
+                throw AbrovaSyncError(.configuration, message: "syncScope names 1 to 100 collections, not \(syncScope.count)")
+            }
+            for name in syncScope {
+                do {
+                    try DocumentKey(collection: name, id: "x").validate()
+                } catch {
+                    throw AbrovaSyncError(.configuration, message: "syncScope: \(error.detail)")
+                }
+            }
+        }
+        config.syncScope = syncScope
         return config
     }
 

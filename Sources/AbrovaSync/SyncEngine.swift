@@ -207,6 +207,8 @@ actor SyncRunner {
     /// Starts the engine: follows the store's listeners for live updates, and runs sync at once
     /// (sending writes queued in an earlier session, pulling what changed).
     func start() async {
+        // The configured scope, at every start (a failing store fails the first run, which says so).
+        _ = try? await store.setSyncScope(configuration.syncScope)
         if watch.isEnabled, listenerFollower == nil, watch.phase != .closed {
             // Holds the engine only between counts, so an engine the app dropped stops following.
             listenerFollower = Task { [weak self, store] in
@@ -588,8 +590,10 @@ actor SyncRunner {
     /// saves the page before: on an initial sync the two take turns otherwise.
     private func pullAll(into result: inout RunResult, syncedCount: inout Int) async throws {
         var resynced = false
+        let scope = try await store.syncScope()
+        guard try await pullScopeWidening(into: &result) else { return }
         var cursor = try await store.pullCursor()
-        var request = fetchPage(after: cursor)
+        var request = fetchPage(after: cursor, of: scope)
         // A page fetched ahead is not needed once the run ends another way.
         defer { request.cancel() }
         while true {
@@ -605,7 +609,7 @@ actor SyncRunner {
                 resynced = true
                 try await store.beginResync()
                 cursor = nil
-                request = fetchPage(after: nil)
+                request = fetchPage(after: nil, of: scope)
                 continue
             case .failure(let error):
                 guard case .refused(let reason, let message) = error else { return endRun(on: error, &result) }
@@ -615,7 +619,7 @@ actor SyncRunner {
             }
             markReachable()
             cursor = page.cursor
-            if page.hasMore { request = fetchPage(after: page.cursor) }
+            if page.hasMore { request = fetchPage(after: page.cursor, of: scope) }
             try await store.applyPulledPage(pulled: page.documents.map { (key: $0.key, state: $0.pulled) }, cursor: page.cursor)
             runProgress.pulledDocuments += page.documents.count
             runProgress.isPulling = page.hasMore
@@ -632,11 +636,37 @@ actor SyncRunner {
         }
     }
 
-    /// Starts fetching the page after `cursor` (`nil`: from the beginning).
-    private func fetchPage(after cursor: String?) -> Task<Result<PullResponse, TransportFailure>, Never> {
+    /// Pulls whole, from the beginning, the part a widened scope added that the cursor has not
+    /// brought (`LocalStore.scopeWidening()`); the cursor stays as it is. Returns whether the run
+    /// goes on.
+    private func pullScopeWidening(into result: inout RunResult) async throws -> Bool {
+        guard let widening = try await store.scopeWidening() else { return true }
+        var cursor: String?
+        while true {
+            let page: PullResponse
+            do {
+                page = try await transport.pull(cursor: cursor, limit: 500, collections: widening.collections)
+            } catch {
+                endRun(on: error, &result)
+                return false
+            }
+            markReachable()
+            try await store.applyPulledPage(pulled: page.documents.map { (key: $0.key, state: $0.pulled) }, cursor: nil)
+            runProgress.pulledDocuments += page.documents.count
+            events.emit(.progress(runProgress))
+            guard page.hasMore else { break }
+            cursor = page.cursor
+        }
+        try await store.finishScopeWidening()
+        return true
+    }
+
+    /// Starts fetching the page after `cursor` (`nil`: from the beginning) of the collections of
+    /// `scope` (`nil`: all).
+    private func fetchPage(after cursor: String?, of scope: [String]?) -> Task<Result<PullResponse, TransportFailure>, Never> {
         Task { [transport] in
             do throws(TransportFailure) {
-                return .success(try await transport.pull(cursor: cursor, limit: 500))
+                return .success(try await transport.pull(cursor: cursor, limit: 500, collections: scope))
             } catch {
                 return .failure(error)
             }
@@ -819,15 +849,17 @@ extension SyncRunner {
         watchRequest?.cancel()
         watchRequest = Task { [weak self, store, transport] in
             let cursor: String?
+            let scope: [String]?
             do {
                 cursor = try await store.pullCursor()
+                scope = try await store.syncScope()
             } catch {
                 await self?.watchAnswered(number, .failed(.unreachable("the cursor could not be read: \(error)")), cursor: nil)
                 return
             }
             let outcome: WatchDecisions.Outcome
             do throws(TransportFailure) {
-                outcome = try await transport.watch(cursor: cursor) ? .changed : .unchanged
+                outcome = try await transport.watch(cursor: cursor, collections: scope) ? .changed : .unchanged
             } catch {
                 outcome = .failed(error)
             }

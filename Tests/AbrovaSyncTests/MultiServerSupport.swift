@@ -175,8 +175,8 @@ final class WatchedTransport: SyncTransport {
         }
     }
 
-    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
-        try await inner.pull(cursor: cursor, limit: limit)
+    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
+        try await inner.pull(cursor: cursor, limit: limit, collections: collections)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {

@@ -23,8 +23,8 @@ final class PullRecordingTransport: SyncTransport {
         try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
-        let page = try await inner.pull(cursor: cursor, limit: limit)
+    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
+        let page = try await inner.pull(cursor: cursor, limit: limit, collections: collections)
         pages.update { $0.append(page.documents.map(\.key)) }
         return page
     }
@@ -33,7 +33,9 @@ final class PullRecordingTransport: SyncTransport {
     func isReachable() async -> Bool { await inner.isReachable() }
     func serverLimits() async throws(TransportFailure) -> ServerLimits? { try await inner.serverLimits() }
     func sessionUser() async throws(TransportFailure) -> String?? { try await inner.sessionUser() }
-    func watch(cursor: String?) async throws(TransportFailure) -> Bool { try await inner.watch(cursor: cursor) }
+    func watch(cursor: String?, collections: [String]?) async throws(TransportFailure) -> Bool {
+        try await inner.watch(cursor: cursor, collections: collections)
+    }
 }
 
 /// After a push, a device does not download its own changes again: the answer says when the pull

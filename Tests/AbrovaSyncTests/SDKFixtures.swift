@@ -39,9 +39,9 @@ final class CuttableTransport: SyncTransport {
         return try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
         if isCut { throw .unreachable("the test cut the network") }
-        return try await inner.pull(cursor: cursor, limit: limit)
+        return try await inner.pull(cursor: cursor, limit: limit, collections: collections)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {
@@ -98,9 +98,9 @@ final class SlowTransport: SyncTransport {
         return try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
         try? await Task.sleep(for: pullDelay)
-        return try await inner.pull(cursor: cursor, limit: limit)
+        return try await inner.pull(cursor: cursor, limit: limit, collections: collections)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? { try await inner.document(key) }
@@ -122,10 +122,10 @@ final class PullCountingTransport: SyncTransport {
         try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
+    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
         begun.increment()
         defer { ended.increment() }
-        return try await inner.pull(cursor: cursor, limit: limit)
+        return try await inner.pull(cursor: cursor, limit: limit, collections: collections)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? { try await inner.document(key) }

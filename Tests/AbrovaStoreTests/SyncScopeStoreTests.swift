@@ -1,0 +1,50 @@
+import AbrovaCore
+import AbrovaTestSupport
+import Testing
+
+@testable import AbrovaStore
+
+/// The sync scope in the device store: narrowing removes what lies outside at once, but what has
+/// unsent changes, which goes once they are sent; widening asks the next pull for the new part.
+@Suite struct SyncScopeStoreTests {
+    let folder = TemporaryFolder()
+
+    @Test func narrowingKeepsUnsentDocumentsUntilSentAndWideningAsksForTheNewPart() async throws {
+        var server = InMemoryServer()
+        let cart = DocumentKey(collection: "carts", id: "c1")
+        let order = DocumentKey(collection: "orders", id: "o1")
+        try server.write(DocumentDelta.create(["n": 1], base: .zero), to: cart)
+        try server.write(DocumentDelta.create(["n": 1], base: .zero), to: order)
+        let store = try LocalStore(path: folder.path("device.sqlite"))
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        #expect(try await store.scopeWidening() == nil)
+
+        let pending = DocumentKey(collection: "orders", id: "o2")
+        try await store.setData(["n": 2], for: pending)
+        #expect(try await store.setSyncScope(["carts"]))
+        #expect(try await store.document(order).exists == false)
+        #expect(try await store.document(pending).exists)
+        #expect(try await store.document(cart).exists)
+        #expect(try await store.scopeWidening() == nil)
+
+        let frozen = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(try await store.document(pending).exists == false)
+
+        // A write outside the scope goes once sent too.
+        let another = DocumentKey(collection: "orders", id: "o3")
+        try await store.setData(["n": 3], for: another)
+        let next = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: next.batch.sequence, results: server.push(next.batch, strategy: .merge))
+        #expect(try await store.document(another).exists == false)
+
+        #expect(try await store.setSyncScope(["carts", "orders"]))
+        #expect(try await store.scopeWidening() == .collections(["orders"]))
+        #expect(try await store.setSyncScope(nil))
+        #expect(try await store.scopeWidening() == .everything)
+        try await store.finishScopeWidening()
+        #expect(try await store.scopeWidening() == nil)
+        #expect(try await store.setSyncScope(nil) == false)
+    }
+}
