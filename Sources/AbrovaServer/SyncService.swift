@@ -130,30 +130,43 @@ public final class SyncService: Sendable {
                 // One change at a time, or one atomic group: its changes are joined in order, each
                 // on what the one before left, and saved only when every one of them applies.
                 for unit in batch.units {
+                    let isGroup = batch.changes[unit.lowerBound].group != nil
                     var staged: [DocumentKey: StoredDocument] = [:]
-                    var unitOwnWrites = ownWrites
+                    // A group's own writes count only if it stands; a lone change's at once.
+                    var unitOwnWrites = isGroup ? ownWrites : [:]
                     var unitResults: [ChangeResult] = []
                     for change in batch.changes[unit] {
+                        let own = (isGroup ? unitOwnWrites[change.key] : ownWrites[change.key]) ?? OwnWrites()
                         let (result, version, isHidden, write) = try apply(
                             change, strategy: change.strategy ?? request.strategy, caller: caller, user: user,
-                            ownWrites: unitOwnWrites[change.key] ?? OwnWrites(), at: now, in: transaction,
+                            ownWrites: own, at: now, in: transaction,
                             reading: { key in try staged[key] ?? transaction.document(key) })
-                        if let write { staged[change.key] = write }
-                        unitOwnWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
                         if let version { taken = taken.map { $0.lowerBound...version } ?? version...version }
                         isAnswerWhole = isAnswerWhole && !isHidden
                         unitResults.append(result)
+                        if isGroup {
+                            if let write { staged[change.key] = write }
+                            unitOwnWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
+                        } else {
+                            if let write {
+                                try transaction.saveDocument(write, at: now)
+                                applied = true
+                            }
+                            ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
+                        }
                     }
-                    if let refused = GroupVerdict.refusal(of: batch.changes[unit], results: unitResults) {
-                        results += refused
-                        continue
+                    if isGroup {
+                        if let refused = GroupVerdict.refusal(of: batch.changes[unit], results: unitResults) {
+                            results += refused
+                            continue
+                        }
+                        for change in batch.changes[unit] {
+                            guard let write = staged.removeValue(forKey: change.key) else { continue }
+                            try transaction.saveDocument(write, at: now)
+                            applied = true
+                        }
+                        ownWrites = unitOwnWrites
                     }
-                    for change in batch.changes[unit] {
-                        guard let write = staged.removeValue(forKey: change.key) else { continue }
-                        try transaction.saveDocument(write, at: now)
-                        applied = true
-                    }
-                    ownWrites = unitOwnWrites
                     results += unitResults
                 }
                 let answer = PushResponse(results: results).body
