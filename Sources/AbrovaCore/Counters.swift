@@ -64,6 +64,15 @@ extension DocumentDelta {
         }
     }
 
+    /// This change without its increments.
+    public var withoutIncrements: DocumentDelta {
+        guard !increments.isEmpty else { return self }
+        var result = self
+        result.increments = [:]
+        result.notePathDepths()
+        return result
+    }
+
     /// Adds increments to the change (`updateData`'s `FieldValue.increment`), after its other parts.
     ///
     /// - Throws: `ValueError` naming the path when an amount is not a finite number or the path

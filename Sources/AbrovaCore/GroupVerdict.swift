@@ -1,7 +1,9 @@
 /// What becomes of an atomic group (`BatchChange.group`) once each of its changes was judged: it
 /// stands when every one was applied; otherwise nothing of it is saved, the first change that was
-/// not applied keeps its answer (a refusal, or the conflicts left to the resolver), and the others
-/// are refused with it. Decided without the store.
+/// not applied keeps its refusal, and the others are refused with it (424). A change the manual
+/// strategy would leave to the resolver refuses the group too, itself included (424): its answer
+/// would describe a document the group's earlier changes had changed, which was never saved.
+/// Decided without the store.
 public enum GroupVerdict {
     /// The answers for a group that does not stand, or `nil` when every change was applied (or
     /// when `changes` are not a group: one change outside any group answers for itself).
@@ -17,11 +19,12 @@ public enum GroupVerdict {
             case .applied: ""
             }
         return results.indices.map { index in
-            index == culprit
-                ? results[index]
-                : .rejected(
-                    reason: .groupFailed,
-                    message: "not applied: \(culpritKey), another change of group \(group), was not (\(why))")
+            if index == culprit {
+                if case .rejected = results[index] { return results[index] }
+                return .rejected(reason: .groupFailed, message: "not applied, nor group \(group): \(why)")
+            }
+            return .rejected(
+                reason: .groupFailed, message: "not applied: \(culpritKey), another change of group \(group), was not (\(why))")
         }
     }
 }

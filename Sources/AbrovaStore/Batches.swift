@@ -15,12 +15,15 @@ extension LocalStore {
             if let frozen = try inflightBatch() { return frozen }
             // The changes of a document whose conflict the resolver is deciding wait for it (the
             // resolution goes before them); the rest of the queue goes on.
-            // A group with a change of such a document waits whole.
+            // A group with a change of such a document waits whole, and so does every change of
+            // the group's other documents (none may overtake the group).
+            let heldGroups =
+                "SELECT group_id FROM pending WHERE group_id IS NOT NULL AND (collection, id) IN (SELECT collection, id FROM unresolved)"
             let held =
                 memory.heldDocuments.isEmpty
                 ? ""
-                : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) AND (group_id IS NULL OR group_id NOT IN "
-                    + "(SELECT group_id FROM pending WHERE group_id IS NOT NULL AND (collection, id) IN (SELECT collection, id FROM unresolved))) "
+                : "WHERE (collection, id) NOT IN (SELECT collection, id FROM unresolved) AND (collection, id) NOT IN "
+                    + "(SELECT collection, id FROM pending WHERE group_id IN (\(heldGroups))) "
             // A batch composes each document's changes, so its changes may hold many more rows:
             // they are read a page at a time until the batch is full, or the queue ends.
             let page = max(1, min(maximumChanges, 4_096))

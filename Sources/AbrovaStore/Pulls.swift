@@ -52,6 +52,8 @@ extension LocalStore {
                     updated[key] = document
                 }
                 if let cursor { try setMeta("cursor", cursor, in: database) }
+                // A page asked for before the scope narrowed: what it brought from outside goes.
+                if try documents.contains(where: { try isOutsideScope($0.key) }) { try setMeta("scope_leftovers", "1", in: database) }
                 if memory.isResyncing {
                     for (key, _) in documents {
                         try database.run(

@@ -102,6 +102,27 @@ extension LocalStore {
             } catch let error as ValueError {
                 throw StoreError(error)
             }
+            if first.group != nil {
+                // A group's change takes nothing in (it holds its group's writes, no other): the
+                // resolution goes alone at the head of the queue, before it.
+                var view = DocumentState()
+                var sequence: Int64 = 0
+                let origin = newOrigin()
+                try database.write { database in
+                    let head = try database.queryFirst("SELECT min(sequence) FROM pending") { $0.integer(0) } ?? 1
+                    sequence = head - 1
+                    try database.run(
+                        "INSERT INTO pending (sequence, collection, id, delta, writes, as_written, origin, alone) VALUES (?, ?, ?, ?, 1, 0, ?, 1)",
+                        [.integer(sequence), .text(key.collection), .text(key.id), .blob(Self.encode(delta)), .integer(origin)])
+                    try database.run(
+                        "UPDATE pending SET as_written = 0 WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                    try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+                    view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
+                }
+                memory.resolvedConflict(key, intoRow: sequence, delta: delta, writes: 1, parts: nil, viewJSON: view.documentJSON)
+                notify(changed: [key])
+                return true
+            }
             // The resolution goes first in the document's first pending change; were it to
             // increment a counter that change overwrites, composing would lose the increment.
             guard delta.canCompose(with: waiting) else {

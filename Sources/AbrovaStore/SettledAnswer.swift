@@ -83,20 +83,35 @@ struct SettledAnswer {
         func writes(at position: Int) throws -> [DocumentDelta]? {
             try extras[Int64(position)]?.parts.map(LocalStore.decodeParts)
         }
-        func resend(_ change: BatchChange, at position: Int, as parts: [DocumentDelta]) {
+        func resend(_ change: BatchChange, at position: Int, as parts: [DocumentDelta], writes: Int? = nil) {
             resent.append(
                 ResentChange(
                     key: change.key, parts: parts, isAsWritten: extras[Int64(position)]?.isAsWritten ?? false,
                     row: rows?[position]))
-            settledWrites[change.key, default: 0] -= change.writes
+            settledWrites[change.key, default: 0] -= writes ?? change.writes
         }
+        // The groups with a change refused for its own sake, which reports the group.
+        let groupsWithCulprit = Set(
+            zip(changes, results).compactMap { change, result -> Int64? in
+                guard case .rejected(let reason, _) = result, reason != .groupFailed else { return nil }
+                return change.group
+            })
+        var reportedGroups: Set<Int64> = []
         for (position, (change, result)) in zip(changes, results).enumerated() {
             // Taken out while it changes, so that the join is made in place, not on a copy of the
             // document's fields.
             var state = confirmed.removeValue(forKey: change.key) ?? before.removeValue(forKey: change.key) ?? DocumentState()
             settledWrites[change.key, default: 0] += change.writes
-            if report.resent.contains(change.key) {
-                resend(change, at: position, as: try writes(at: position) ?? [change.delta])
+            // A change of an atomic group is never sent again alone: it stands or falls with its group.
+            if report.resent.contains(change.key), change.group == nil {
+                let parts = try writes(at: position) ?? [change.delta]
+                if case .applied = result, !change.delta.increments.isEmpty {
+                    // Its increments were counted: sent again, they would count twice.
+                    let rest = parts.map(\.withoutIncrements).filter { !$0.isEmpty }
+                    if !rest.isEmpty { resend(change, at: position, as: rest, writes: rest.count) }
+                } else {
+                    resend(change, at: position, as: parts)
+                }
                 if case .applied(_, let server, _) = result, let server { state.merge(server) }
                 ownWrites[change.key, default: OwnWrites()].note(result, of: change.delta)
                 confirmed[change.key] = state
@@ -131,10 +146,11 @@ struct SettledAnswer {
                 let local: String? =
                     if let kept {
                         kept.local
-                    } else if change.delta.createIfMissing != nil || !change.delta.increments.isEmpty {
+                    } else if change.delta.createIfMissing != nil || (!change.delta.increments.isEmpty && state.exists) {
                         // A merging set from a device that never saw the document: its fields over
                         // the server's, which the merge keeps (and `useLocal` must not remove).
-                        // Increments: the server counted them, so its counters stand as they are.
+                        // Increments: the server counted them (where the document exists), so its
+                        // counters stand as they are.
                         state.applyingLocally(change.delta, at: LocalStore.localVersion, includingIncrements: false).documentJSON
                     } else {
                         localViews[change.key] ?? nil
@@ -149,9 +165,11 @@ struct SettledAnswer {
                     continue
                 }
                 rollbacks.insert(change.key)
-                // A group refused whole is reported once, by the change at fault; the others go
-                // with it unreported.
-                guard reason != .groupFailed else { break }
+                // A group refused whole is reported once, by the change at fault (or, where all
+                // are refused with the group, by its first); the others go with it unreported.
+                if let group = change.group, reason == .groupFailed {
+                    guard !groupsWithCulprit.contains(group), reportedGroups.insert(group).inserted else { break }
+                }
                 report.rejections.append(
                     Rejection(
                         key: change.key, operation: OperationType(change.delta),

@@ -40,17 +40,22 @@ extension LocalStore {
         return try translatingErrors {
             let old = try Self.collections(in: meta("scope"))
             guard scope != old else { return false }
-            // What the cursor has not brought: an earlier widening not pulled yet, and the new one.
+            // What the cursor has not brought: an earlier widening not pulled yet, and the new one,
+            // within the new scope. (Recorded even before the first pull ends: one may be under way
+            // with the old scope.)
             let pending = try scopeWidening()
             var widening: ScopeWidening?
-            if try meta("cursor") != nil {
-                switch (old, scope) {
-                case (nil, _): widening = pending
-                case (_, nil): widening = .everything
-                case (let old?, let new?):
-                    let added = Set(new).subtracting(old).union(pending?.collections ?? [])
-                    widening = pending == .everything ? .everything : added.isEmpty ? nil : .collections(added.sorted())
+            switch (old, scope) {
+            case (_, nil):
+                widening = .everything
+            case (let old, let new?):
+                var added = Set(new).subtracting(old ?? new)
+                switch pending {
+                case .everything?: added = Set(new)
+                case .collections(let names)?: added.formUnion(Set(names).intersection(new))
+                case nil: break
                 }
+                widening = added.isEmpty ? nil : .collections(added.sorted())
             }
             try database.write { database in
                 if let scope {
@@ -78,6 +83,14 @@ extension LocalStore {
         return !scope.contains(key.collection)
     }
 
+    /// The scope and the part of it the cursor has not brought, read together (a pull that reads
+    /// them apart may take a widening for the old scope).
+    ///
+    /// - Throws: `StoreError`.
+    package func syncScopeAndWidening() throws(StoreError) -> (scope: [String]?, widening: ScopeWidening?) {
+        (try syncScope(), try scopeWidening())
+    }
+
     /// The part of the scope the cursor has not brought, to be pulled whole from the beginning;
     /// `nil` when there is none.
     ///
@@ -89,12 +102,29 @@ extension LocalStore {
         }
     }
 
-    /// The widened part was pulled whole.
+    /// The widened part `pulled` was pulled whole; what a later widening added meanwhile stays.
     ///
     /// - Throws: `StoreError`.
-    package func finishScopeWidening() throws(StoreError) {
+    package func finishScopeWidening(_ pulled: ScopeWidening) throws(StoreError) {
         try translatingErrors {
-            try database.write { database in try database.run("DELETE FROM meta WHERE key = 'scope_added'") }
+            let current = try scopeWidening()
+            var rest: ScopeWidening?
+            switch (current, pulled) {
+            case (.collections(let names)?, .collections(let done)):
+                let left = Set(names).subtracting(done)
+                rest = left.isEmpty ? nil : .collections(left.sorted())
+            case (.collections?, .everything), (nil, _), (.everything?, .everything):
+                rest = nil
+            case (.everything?, .collections):
+                rest = .everything
+            }
+            try database.write { database in
+                switch rest {
+                case nil: try database.run("DELETE FROM meta WHERE key = 'scope_added'")
+                case .everything?: try setMeta("scope_added", "*", in: database)
+                case .collections(let names)?: try setMeta("scope_added", Self.encode(names), in: database)
+                }
+            }
         }
     }
 
@@ -114,9 +144,14 @@ extension LocalStore {
                     "SELECT collection, id FROM documents WHERE collection NOT IN (\(marks))", scope.map(SQLiteValue.text)
                 ) { row in DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "") }
             }
-            let leaving = outside.filter { memory.unsent[$0] == nil }
-            // Unsent changes outside the scope (of documents confirmed or not yet) leave later.
-            let keepsSome = scope.map { scope in memory.unsent.keys.contains { !scope.contains($0.collection) } } ?? false
+            // Unsent changes, and conflicts left to the resolver, keep their documents for now.
+            let isKept = { (key: DocumentKey) in self.memory.unsent[key] != nil || self.memory.heldDocuments.contains(key) }
+            let leaving = outside.filter { !isKept($0) }
+            let keepsSome =
+                scope.map { scope in
+                    memory.unsent.keys.contains { !scope.contains($0.collection) }
+                        || memory.heldDocuments.contains { !scope.contains($0.collection) }
+                } ?? false
             try database.write { database in
                 for key in leaving {
                     try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])

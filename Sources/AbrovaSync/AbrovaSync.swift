@@ -278,6 +278,7 @@ public final class AbrovaSync: Sendable {
         if let collections, collections.isEmpty || collections.count > 100 {
             throw AbrovaSyncError(.refused, reason: .invalid, message: "a sync scope names 1 to 100 collections, not \(collections.count)")
         }
+        await engine.applyConfiguredScope() // first, so that it never comes after this
         do {
             guard try await store.setSyncScope(collections) else { return }
         } catch {

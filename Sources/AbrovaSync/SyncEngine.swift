@@ -206,9 +206,22 @@ actor SyncRunner {
 
     /// Starts the engine: follows the store's listeners for live updates, and runs sync at once
     /// (sending writes queued in an earlier session, pulling what changed).
+    /// Applies the configured sync scope, once, before anything else sets one (`start()` and
+    /// `AbrovaSync.setSyncScope` both wait for it). A failing store fails the first run, which says so.
+    func applyConfiguredScope() async {
+        if let applying = configuredScope { return await applying.value }
+        let applying = Task { [store, configuration] in _ = try? await store.setSyncScope(configuration.syncScope) }
+        configuredScope = applying
+        await applying.value
+        isConfiguredScopeApplied = true
+    }
+
+    /// The application of the configured scope, once started.
+    private var configuredScope: Task<Void, Never>?
+    private var isConfiguredScopeApplied = false
+
     func start() async {
-        // The configured scope, at every start (a failing store fails the first run, which says so).
-        _ = try? await store.setSyncScope(configuration.syncScope)
+        await applyConfiguredScope()
         if watch.isEnabled, listenerFollower == nil, watch.phase != .closed {
             // Holds the engine only between counts, so an engine the app dropped stops following.
             listenerFollower = Task { [weak self, store] in
@@ -267,6 +280,8 @@ actor SyncRunner {
     /// before the trigger.
     @discardableResult
     func sync() async -> RunResult {
+        // A run pulls the configured scope, even one asked for before `start()` came to apply it.
+        if !isConfiguredScopeApplied { await applyConfiguredScope() }
         guard decisions.mayRun, !isReplacingToken else { return RunResult(outcome: .unreachable) }
         if let current {
             if current.phase == .starting { return await current.task.value }
@@ -590,8 +605,8 @@ actor SyncRunner {
     /// saves the page before: on an initial sync the two take turns otherwise.
     private func pullAll(into result: inout RunResult, syncedCount: inout Int) async throws {
         var resynced = false
-        let scope = try await store.syncScope()
-        guard try await pullScopeWidening(into: &result) else { return }
+        let (scope, widening) = try await store.syncScopeAndWidening()
+        guard try await pullScopeWidening(widening, into: &result) else { return }
         var cursor = try await store.pullCursor()
         var request = fetchPage(after: cursor, of: scope)
         // A page fetched ahead is not needed once the run ends another way.
@@ -639,8 +654,8 @@ actor SyncRunner {
     /// Pulls whole, from the beginning, the part a widened scope added that the cursor has not
     /// brought (`LocalStore.scopeWidening()`); the cursor stays as it is. Returns whether the run
     /// goes on.
-    private func pullScopeWidening(into result: inout RunResult) async throws -> Bool {
-        guard let widening = try await store.scopeWidening() else { return true }
+    private func pullScopeWidening(_ widening: ScopeWidening?, into result: inout RunResult) async throws -> Bool {
+        guard let widening else { return true }
         var cursor: String?
         while true {
             let page: PullResponse
@@ -657,7 +672,7 @@ actor SyncRunner {
             guard page.hasMore else { break }
             cursor = page.cursor
         }
-        try await store.finishScopeWidening()
+        try await store.finishScopeWidening(widening)
         return true
     }
 

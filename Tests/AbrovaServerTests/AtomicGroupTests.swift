@@ -110,6 +110,30 @@ extension ServerSuites {
             if let failure { Issue.record(Comment(rawValue: failure.description)) }
         }
 
+        /// Under manual, a change the resolver would be asked about refuses its group whole: every
+        /// change is answered 424, and nothing of the group is saved.
+        @Test(arguments: StoreKind.available)
+        func aConflictLeftToTheResolverRefusesItsGroup(kind: StoreKind) throws {
+            let fixture = try ServiceFixture(kind, rules: Self.rules)
+            _ = try push(fixture, [BatchChange(key: cart, delta: try .create(["milk": 2], base: .zero), writes: 1)], sequence: 1)
+            _ = try push(
+                fixture, [BatchChange(key: cart, delta: try .update(set: [try FieldPath("milk"): 3], base: Version(1)), writes: 1)],
+                sequence: 2)
+            let request = PushRequest(
+                batch: Batch(
+                    clientID: "client-a", sequence: 3,
+                    changes: [
+                        BatchChange(key: saved, delta: try .create(["eggs": 6], base: .zero), writes: 1, group: 2),
+                        BatchChange(
+                            key: cart,
+                            delta: try .update(set: [try FieldPath("milk"): 9], increments: [try FieldPath("n"): 1], base: Version(1)),
+                            writes: 1, group: 2),
+                    ]), strategy: .manual)
+            let results = try PushResponse(body: try fixture.service.push(request, caller: .user("ana"))).results
+            #expect(results.allSatisfy { if case .rejected(.groupFailed, _) = $0 { true } else { false } }, "\(results)")
+            #expect(try documents(fixture) == [cart: ["milk": 3]])
+        }
+
         @Test func groupsMustComeTogetherAndBePositive() throws {
             let change = #"{"collection":"carts","delta":{"create":0},"id":"c1","group":1}"#
             let other = #"{"collection":"carts","delta":{"create":0},"id":"c2"}"#

@@ -45,6 +45,31 @@ import Testing
         #expect(frozen.batch.changes[1].delta.increments[milk]?.amount == .int(1))
     }
 
+    /// A refused change of several writes is sent again write by write, and the document's later
+    /// changes of the batch with it; a later change that was applied is not counted again.
+    @Test func anIncrementAppliedAfterARefusedChangeIsNotSentAgain() async throws {
+        var server = InMemoryServer(refuse: { _, delta in
+            delta.assignments[try! FieldPath("note")]?.value == "bad" ? (.invalid, "no bad notes") : nil
+        })
+        let store = try await storeWithCart(&server)
+        let note = try FieldPath("note")
+        try await store.updateData(for: cart, set: [note: "ok"])
+        try await store.updateData(for: cart, set: [note: "bad"]) // composed with the one before: 2 writes
+        // Another device writes the cart; pulled, it makes the next change's base newer (apart).
+        try server.write(DocumentDelta.update(set: [try FieldPath("by"): "ben"], base: Version(1)), to: cart)
+        let page = server.pull(after: try await store.pullCursor())
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await increment(store, by: 1)
+
+        for _ in 0..<4 {
+            guard let frozen = try await store.freezeBatch() else { break }
+            _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .serverWins))
+        }
+        #expect(await store.unsentWriteCount == 0)
+        #expect(server.documents[cart]?.document?.mapValue?["qty"] == ["milk": 2])
+        #expect(server.documents[cart]?.document?.mapValue?["note"] == "ok")
+    }
+
     /// Another device added to the counter since: under serverWins the device's assignment of it
     /// loses, and the increments made before and after it still count.
     @Test func anAssignmentThatLosesTakesNoIncrementWithIt() async throws {

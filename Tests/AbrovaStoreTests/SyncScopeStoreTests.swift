@@ -41,10 +41,19 @@ import Testing
 
         #expect(try await store.setSyncScope(["carts", "orders"]))
         #expect(try await store.scopeWidening() == .collections(["orders"]))
+        // A widening made while one is pulled stays for the next pull.
+        #expect(try await store.setSyncScope(["carts", "orders", "lists"]))
+        try await store.finishScopeWidening(.collections(["orders"]))
+        #expect(try await store.scopeWidening() == .collections(["lists"]))
+        // Narrowed again before it was pulled: only what the scope still holds is asked for.
+        #expect(try await store.setSyncScope(["carts"]))
+        #expect(try await store.scopeWidening() == nil)
         #expect(try await store.setSyncScope(nil))
         #expect(try await store.scopeWidening() == .everything)
-        try await store.finishScopeWidening()
+        #expect(try await store.setSyncScope(["orders"]))
+        #expect(try await store.scopeWidening() == .collections(["orders"]))
+        try await store.finishScopeWidening(.collections(["orders"]))
         #expect(try await store.scopeWidening() == nil)
-        #expect(try await store.setSyncScope(nil) == false)
+        #expect(try await store.setSyncScope(["orders"]) == false)
     }
 }
