@@ -192,10 +192,8 @@ package actor LocalStore {
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
         // Read before the write: its closure runs within an access to `memory`.
         let hasPendingChange = memory.unsent[key] != nil
-        var requiresExisting = false
-        if case .update = operation { requiresExisting = true }
         return try writeTranslated(
-            key, requiresExisting: requiresExisting, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit
+            key, requiresExisting: operation.requiresExistingDocument, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit
         ) { document in
             try Self.delta(of: operation, on: document, hasPendingChange: hasPendingChange)
         }
@@ -242,24 +240,7 @@ package actor LocalStore {
         let newTail: PendingChange
         do {
             // The closure runs within an access to `memory`: it must not touch the store's state.
-            (delta, view, viewJSON) = try changingCachedDocument(key) { document in
-                if requiresExisting && !document.view.exists {
-                    throw StoreError(.documentNotFound, "\(key) does not exist")
-                }
-                let delta: DocumentDelta
-                do {
-                    delta = try makeDelta(document)
-                } catch let error as ValueError {
-                    throw StoreError(error)
-                }
-                let viewJSON = document.applyLocally(delta)
-                do {
-                    try document.view.checkSize()
-                } catch let error as ValueError {
-                    throw StoreError(error)
-                }
-                return (delta, document.view, viewJSON)
-            }
+            (delta, view, viewJSON) = try applyToView(key, requiresExisting: requiresExisting, makeDelta)
             newTail = try appendToQueue(delta, of: key, viewJSON: viewJSON, asWritten: asWritten, alongside: alongside)
         } catch {
             memory.forget(key)
@@ -317,23 +298,8 @@ package actor LocalStore {
     ) throws -> (snapshot: DocumentSnapshot, change: PendingChange, viewJSON: String?) {
         try key.validate()
         let hasPendingChange = memory.unsent[key] != nil
-        let (delta, view, viewJSON) = try changingCachedDocument(key) { document in
-            if case .update = operation, !document.view.exists {
-                throw StoreError(.documentNotFound, "\(key) does not exist")
-            }
-            let delta: DocumentDelta
-            do {
-                delta = try Self.delta(of: operation, on: document, hasPendingChange: hasPendingChange)
-            } catch let error as ValueError {
-                throw StoreError(error)
-            }
-            let viewJSON = document.applyLocally(delta)
-            do {
-                try document.view.checkSize()
-            } catch let error as ValueError {
-                throw StoreError(error)
-            }
-            return (delta, document.view, viewJSON)
+        let (delta, view, viewJSON) = try applyToView(key, requiresExisting: operation.requiresExistingDocument) { document in
+            try Self.delta(of: operation, on: document, hasPendingChange: hasPendingChange)
         }
         let origin = newOrigin()
         if try isOutsideScope(key) { try setMeta("scope_leftovers", "1", in: database) }
@@ -348,6 +314,35 @@ package actor LocalStore {
             origin: origin, isAlone: true)
         let snapshot = DocumentSnapshot(key: key, state: view, metadata: SnapshotMetadata(hasPendingWrites: true, isFromCache: true))
         return (snapshot, change, viewJSON)
+    }
+
+    /// Makes a write's change on its document (`makeDelta`) and applies it to the view, in place in
+    /// the cache; the caller forgets the document should its transaction fail. The closure runs
+    /// within an access to `memory`: it must not touch the store's state.
+    ///
+    /// - Throws: `StoreError`: `.documentNotFound` when `requiresExisting` and the view shows no
+    ///   document; the value errors of the change or of the document's size.
+    private func applyToView(
+        _ key: DocumentKey, requiresExisting: Bool, _ makeDelta: (CachedDocument) throws -> DocumentDelta
+    ) throws -> (delta: DocumentDelta, view: DocumentState, viewJSON: String?) {
+        try changingCachedDocument(key) { document in
+            if requiresExisting && !document.view.exists {
+                throw StoreError(.documentNotFound, "\(key) does not exist")
+            }
+            let delta: DocumentDelta
+            do {
+                delta = try makeDelta(document)
+            } catch let error as ValueError {
+                throw StoreError(error)
+            }
+            let viewJSON = document.applyLocally(delta)
+            do {
+                try document.view.checkSize()
+            } catch let error as ValueError {
+                throw StoreError(error)
+            }
+            return (delta, document.view, viewJSON)
+        }
     }
 
     /// Commits a write's change: composed into the newest pending change when it can be (see

@@ -384,6 +384,11 @@ package enum WriteOperation: Sendable {
         serverTimestamps: [FieldPath: Timestamp] = [:], increments: [FieldPath: Value] = [:])
     /// Delete the document.
     case delete
+
+    /// Whether the document must exist (an update of one the device does not show is refused).
+    var requiresExistingDocument: Bool {
+        if case .update = self { true } else { false }
+    }
 }
 
 /// What one write did to the queue: the pending change it left, and the change as it was before
