@@ -92,6 +92,50 @@ import Testing
         await ben.close()
     }
 
+    /// Under manual, a batch with a write the resolver would be asked about is refused whole (its
+    /// conflict would describe a document the batch had changed, never saved): rolled back on the
+    /// device, reported once, and nothing of it on the server.
+    @Test func underManualAConflictRefusesTheWholeBatch() async throws {
+        let server = try await ServedForApps()
+        let asked = Locked(0)
+        func device(_ name: String) throws -> AbrovaSync {
+            try AbrovaSync(
+                config: try AbrovaSyncConfigBuilder(apiKey: "k").serverURL(server.url).authToken("t")
+                    .storePath(server.folder.path("\(name).sqlite")).conflictStrategy(.manual)
+                    .conflictResolver { _ in
+                        asked.update { $0 += 1 }
+                        return .useServer
+                    }
+                    .build())
+        }
+        let phone = try device("phone")
+        let tablet = try device("tablet")
+        try await phone.collection("carts").document("c1").setData(["note": "first"])
+        await tablet.syncNow()
+        await tablet.disconnect()
+        let rejections = Locked<[String]>([])
+        let stream = tablet.documentRejections
+        let collector = Task { for await rejection in stream { rejections.update { $0.append(rejection.documentId) } } }
+        let batch = tablet.batch()
+        batch.setData(["eggs": 6], forDocument: tablet.collection("saved").document("s1"))
+        batch.updateData(["note": "tablet"], forDocument: tablet.collection("carts").document("c1"))
+        try await batch.commit()
+        try await phone.collection("carts").document("c1").updateData(["note": "phone"])
+        await tablet.reconnect()
+        await tablet.syncNow()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await phone.collection("saved").document("s1").getDocument(source: .server).exists == false)
+        #expect(try await phone.collection("carts").document("c1").getDocument(source: .server).get("note")?.stringValue == "phone")
+        #expect(try await tablet.collection("saved").document("s1").getDocument(source: .cache).exists == false)
+        #expect(try await tablet.collection("carts").document("c1").getDocument(source: .cache).get("note")?.stringValue == "phone")
+        #expect(rejections.value == ["s1"])
+        #expect(asked.value == 0)
+        #expect(await tablet.pendingCount == 0)
+        collector.cancel()
+        await phone.close()
+        await tablet.close()
+    }
+
     /// What cannot be saved on the device saves nothing; a batch commits once.
     @Test func aWriteThatCannotBeMadeSavesNothing() async throws {
         let server = try await ServedForApps()
