@@ -19,12 +19,6 @@ extension DocumentDelta {
             self.base = base
         }
 
-        /// Two increments as one: integers add (kept within `Int64`, see `Value.adding(_:to:)`),
-        /// anything else as doubles.
-        static func sum(_ first: Value, _ second: Value) -> Value {
-            Value.adding(second, to: first)
-        }
-
         /// Checks that `amount` is a number an increment may add.
         static func validate(_ amount: Value, at path: FieldPath) throws(ValueError) {
             switch amount {
@@ -48,16 +42,13 @@ extension DocumentDelta {
     public func canCompose(with later: DocumentDelta) -> Bool {
         guard !increments.isEmpty else { return true }
         if later.create != nil || later.createIfMissing != nil || later.delete != nil { return false }
-        if later.removals.isEmpty, later.fieldRemovals.isEmpty, later.assignments.isEmpty, later.setChanges.isEmpty {
-            return !later.increments.contains { path, increment in
-                increments[path].map { Value.addingOverflows(increment.amount, to: $0.amount) } ?? false
-            }
+        func overwritesACounter(_ paths: some Sequence<FieldPath>) -> Bool {
+            paths.contains { written in increments.keys.contains { $0.overlaps(written) } }
         }
-        for path in increments.keys {
-            if later.removals.keys.contains(where: { $0.overlaps(path) }) { return false }
-            if later.fieldRemovals.keys.contains(where: { $0.overlaps(path) }) { return false }
-            if later.assignments.keys.contains(where: { $0.overlaps(path) }) { return false }
-            if later.setChanges.keys.contains(where: { $0.overlaps(path) }) { return false }
+        if overwritesACounter(later.removals.keys) || overwritesACounter(later.fieldRemovals.keys)
+            || overwritesACounter(later.assignments.keys) || overwritesACounter(later.setChanges.keys)
+        {
+            return false
         }
         return !later.increments.contains { path, increment in
             increments[path].map { Value.addingOverflows(increment.amount, to: $0.amount) } ?? false

@@ -471,7 +471,8 @@ public struct DocumentDelta: Hashable, Sendable {
             let base = min(increment.base, earliestBase(touching: path) ?? increment.base)
             // An assignment there stays: the increment adds to what it assigns.
             retire(overlapping: path, keepingAssignment: true, keepingIncrement: true)
-            let amount = increments[path].map { Increment.sum($0.amount, increment.amount) } ?? increment.amount
+            // Two increments as one (`canCompose` keeps apart integers that would leave Int64's range).
+            let amount = increments[path].map { Value.adding(increment.amount, to: $0.amount) } ?? increment.amount
             increments[path] = Increment(amount: amount, base: base)
         }
         if let deleteBase = later.delete {

@@ -18,7 +18,13 @@ extension LocalStore {
     ///
     /// - Throws: `StoreError`.
     package func syncScope() throws(StoreError) -> [String]? {
-        try translatingErrors { try Self.collections(in: meta("scope")) }
+        try translatingErrors { try cachedScope()?.sorted() }
+    }
+
+    /// The scope's collections, from memory once read (`nil`: all).
+    private func cachedScope() throws -> Set<String>? {
+        if scopeCollections == nil { scopeCollections = .some(try Self.collections(in: meta("scope")).map(Set.init)) }
+        return scopeCollections ?? nil
     }
 
     /// Sets the collections the device keeps (`nil`: all). Documents of collections it leaves go
@@ -38,7 +44,7 @@ extension LocalStore {
             }
         }
         return try translatingErrors {
-            let old = try Self.collections(in: meta("scope"))
+            let old = try cachedScope()?.sorted()
             guard scope != old else { return false }
             // What the cursor has not brought: an earlier widening not pulled yet, and the new one,
             // within the new scope. (Recorded even before the first pull ends: one may be under way
@@ -78,8 +84,7 @@ extension LocalStore {
 
     /// Whether `key`'s collection lies outside the sync scope.
     func isOutsideScope(_ key: DocumentKey) throws -> Bool {
-        if scopeCollections == nil { scopeCollections = .some(try Self.collections(in: meta("scope")).map(Set.init)) }
-        guard let scope = scopeCollections ?? nil else { return false }
+        guard let scope = try cachedScope() else { return false }
         return !scope.contains(key.collection)
     }
 
@@ -136,7 +141,7 @@ extension LocalStore {
     package func dropDocumentsOutsideScope() throws(StoreError) -> Set<DocumentKey> {
         try translatingErrors {
             guard try meta("scope_leftovers") != nil else { return [] }
-            let scope = try Self.collections(in: meta("scope"))
+            let scope = try cachedScope()?.sorted()
             var outside: [DocumentKey] = []
             if let scope {
                 let marks = Array(repeating: "?", count: scope.count).joined(separator: ", ")
