@@ -24,34 +24,57 @@ struct CursorCodec: Sendable {
         return (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
     }
 
+    /// Where a pull goes on from: after `version`; and, in a pull that started from the
+    /// beginning, `freshThrough`, the latest version when it started (a document of a version
+    /// at or below it has not changed since, so it was not sent before in this pull).
+    struct Position: Equatable {
+        var version: Version
+        var freshThrough: Version = .zero
+    }
+
     /// The cursor that stands for `version`, for `caller`.
     func cursor(for version: Version, caller: Caller) -> String {
-        let signed = Self.bigEndian(version.rawValue) + rulesTag
+        cursor(for: Position(version: version), caller: caller)
+    }
+
+    /// The cursor that stands for `position`, for `caller`: with its `freshThrough` only while it
+    /// lies past the version.
+    func cursor(for position: Position, caller: Caller) -> String {
+        var signed = Self.bigEndian(position.version.rawValue) + rulesTag
+        if position.freshThrough > position.version { signed += Self.bigEndian(position.freshThrough.rawValue) }
         return "c1." + Self.base64URL(signed + mac(signed, caller: caller))
     }
 
     /// The version a cursor stands for; an absent or empty cursor is the beginning.
     ///
+    /// - Throws: `Refusal`, as `position(of:caller:)`.
+    func version(of cursor: String?, caller: Caller) throws(Refusal) -> Version {
+        try position(of: cursor, caller: caller).version
+    }
+
+    /// The position a cursor stands for; an absent or empty cursor is the beginning.
+    ///
     /// - Throws: `Refusal` `.invalid` when the cursor was not made by this database's servers for
     ///   this caller; `.resyncRequired` when it was made under other read rules (or by an older server).
-    func version(of cursor: String?, caller: Caller) throws(Refusal) -> Version {
-        guard let cursor, !cursor.isEmpty else { return .zero }
-        guard cursor.hasPrefix("c1."), let bytes = Self.decodeBase64URL(cursor.dropFirst(3)), bytes.count == 32 || bytes.count == 24 else {
+    func position(of cursor: String?, caller: Caller) throws(Refusal) -> Position {
+        guard let cursor, !cursor.isEmpty else { return Position(version: .zero) }
+        guard cursor.hasPrefix("c1."), let bytes = Self.decodeBase64URL(cursor.dropFirst(3)), [24, 32, 40].contains(bytes.count) else {
             throw Refusal.invalid("the cursor is malformed; use the cursor of the last page, or none to start over")
         }
-        let versionBytes = Array(bytes[0..<8])
         if bytes.count == 24 {
+            let versionBytes = Array(bytes[0..<8])
             // The form of servers before cursors were tied to rules and users.
             let expected = Array(HMACSHA256.authenticationCode(for: versionBytes, key: key).prefix(16))
             guard HMACSHA256.isEqual(expected, Array(bytes[8...])) else { throw Self.notMadeHere }
             throw Refusal(.resyncRequired, "resync required: the cursor was made by an older server; pull from the beginning (no cursor)")
         }
-        let signed = Array(bytes[0..<16])
-        guard HMACSHA256.isEqual(mac(signed, caller: caller), Array(bytes[16...])) else { throw Self.notMadeHere }
-        guard HMACSHA256.isEqual(Array(signed[8...]), rulesTag) else {
+        let signed = Array(bytes[0..<(bytes.count - 16)])
+        guard HMACSHA256.isEqual(mac(signed, caller: caller), Array(bytes[signed.count...])) else { throw Self.notMadeHere }
+        guard HMACSHA256.isEqual(Array(signed[8..<16]), rulesTag) else {
             throw Refusal(.resyncRequired, "resync required: the read rules changed since this cursor; pull from the beginning (no cursor)")
         }
-        return Version(versionBytes.reduce(0) { $0 << 8 | UInt64($1) })
+        let number = { (bytes: ArraySlice<UInt8>) in Version(bytes.reduce(0) { $0 << 8 | UInt64($1) }) }
+        return Position(version: number(signed[0..<8]), freshThrough: signed.count == 24 ? number(signed[16..<24]) : .zero)
     }
 
     private static let notMadeHere = Refusal.invalid(

@@ -181,6 +181,15 @@ public final class PostgresServerStore: ServerStore, Sendable {
         try retryingOnce { try pool.withConnection(Self.horizon) }
     }
 
+    public func latestVersion() throws -> Version {
+        try retryingOnce {
+            try pool.withConnection { connection in
+                let rows = try connection.run(Statements.latestVersion)
+                return Version(UInt64(bitPattern: rows.count > 0 ? rows.integer(0, 0) : 0))
+            }
+        }
+    }
+
     public func observeCommits(_ committed: @escaping @Sendable () -> Void) -> (any CommitObservation)? {
         PostgresCommitListener(url: url, schema: schema, committed: committed)
     }
@@ -322,6 +331,7 @@ private enum Statements {
         UPDATE abrova_meta SET number = greatest(number, $1) WHERE key = 'horizon'
         """, parameters: [.integer])
     static let horizon = PostgresStatement("horizon", "SELECT number FROM abrova_meta WHERE key = 'horizon'")
+    static let latestVersion = PostgresStatement("latest_version", "SELECT coalesce(max(version), 0) FROM abrova_documents")
     static let cursorKey = PostgresStatement("cursor_key", "SELECT bytes FROM abrova_meta WHERE key = 'cursor_key'")
 }
 

@@ -19,8 +19,11 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
     private let durability: Database.Durability
 
     /// The schema version this code writes, kept in `PRAGMA user_version`: 2 keys client records
-    /// by user and client id (1 by client id alone).
-    static let schemaVersion = 2
+    /// by user and client id (1 by client id alone); 3 indexes documents by collection and version.
+    static let schemaVersion = 3
+
+    /// A pull of some collections reads each one's changes in version order from this index.
+    private static let collectionIndex = "CREATE INDEX IF NOT EXISTS documents_by_collection ON documents (collection, version);"
 
     /// Opens (or creates) the store at `path`.
     ///
@@ -40,17 +43,19 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
         if version > schemaVersion {
             throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
         }
-        if version == 1 {
+        if version == 1 || version == 2 {
             try database.write { database in
-                try database.execute(
-                    """
-                    CREATE TABLE clients_of_users (\(clientsColumns));
-                    INSERT INTO clients_of_users (user_id, client_id, sequence, digest, answer)
-                        SELECT user_id, client_id, sequence, digest, answer FROM clients;
-                    DROP TABLE clients;
-                    ALTER TABLE clients_of_users RENAME TO clients;
-                    PRAGMA user_version = \(schemaVersion);
-                    """)
+                if version == 1 {
+                    try database.execute(
+                        """
+                        CREATE TABLE clients_of_users (\(clientsColumns));
+                        INSERT INTO clients_of_users (user_id, client_id, sequence, digest, answer)
+                            SELECT user_id, client_id, sequence, digest, answer FROM clients;
+                        DROP TABLE clients;
+                        ALTER TABLE clients_of_users RENAME TO clients;
+                        """)
+                }
+                try database.execute(collectionIndex + "PRAGMA user_version = \(schemaVersion);")
             }
             return
         }
@@ -72,6 +77,7 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
                     UNIQUE (collection, id)
                 );
                 CREATE UNIQUE INDEX documents_by_version ON documents (version);
+                \(collectionIndex)
                 CREATE INDEX tombstones_by_time ON documents (deleted_at) WHERE deleted_at IS NOT NULL;
                 CREATE TABLE clients (\(clientsColumns));
                 """)
@@ -119,14 +125,28 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
         try read { database in
             // One pass in version order: a row is read while the states before it are within the
             // budget (so at most one state is read past it).
-            var sql = "SELECT collection, id, owner, version, length(state), state FROM documents WHERE version > ?"
-            var bindings: [SQLiteValue] = [.integer(Int64(bitPattern: version.rawValue))]
+            let after = SQLiteValue.integer(Int64(bitPattern: version.rawValue))
+            var sql: String
+            var bindings: [SQLiteValue]
+            if collections?.isEmpty == true { return [] }
             if let collections {
-                sql += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
-                bindings += collections.map { .text($0) }
+                // Each collection's first changes after the version, from its index (one
+                // `collection IN` over the whole table would sort everything after the version at
+                // every page); their first `limit` together, each state read only as its row is.
+                let arms = collections.indices.map { index in
+                    "SELECT version FROM (SELECT version FROM documents WHERE collection = ?\(index + 3) AND version > ?1 ORDER BY version LIMIT ?2)"
+                }
+                sql = """
+                    SELECT collection, id, owner, version, length(state), state FROM documents WHERE version IN (
+                        \(arms.joined(separator: " UNION ALL ")) ORDER BY version LIMIT ?2
+                    ) ORDER BY version
+                    """
+                bindings = [after, .integer(Int64(limit))] + collections.map { .text($0) }
+            } else {
+                sql =
+                    "SELECT collection, id, owner, version, length(state), state FROM documents WHERE version > ?1 ORDER BY version LIMIT ?2"
+                bindings = [after, .integer(Int64(limit))]
             }
-            sql += " ORDER BY version LIMIT ?"
-            bindings.append(.integer(Int64(limit)))
             var bytesBefore = 0
             return try database.query(
                 sql, bindings,
@@ -154,6 +174,12 @@ public final class SQLiteServerStore: ServerStore, @unchecked Sendable {
                 }
                 return try Self.horizon(in: database)
             }
+        }
+    }
+
+    public func latestVersion() throws -> Version {
+        try read { database in
+            Version(UInt64(bitPattern: try database.queryFirst("SELECT coalesce(max(version), 0) FROM documents") { $0.integer(0) } ?? 0))
         }
     }
 

@@ -78,6 +78,9 @@ public protocol ServerStore: Sendable {
     func purgeTombstones(deletedBefore time: Date) throws -> Version
     /// The highest version of a removed tombstone: a pull from a cursor below it may miss a delete.
     func tombstoneHorizon() throws -> Version
+    /// The highest version of a committed document (no higher than the last commit's): every
+    /// document of a version at or below it was committed before this was read.
+    func latestVersion() throws -> Version
     /// A random key made once per database, which signs cursors (every server process on the
     /// database accepts the others' cursors).
     func cursorKey() throws -> [UInt8]

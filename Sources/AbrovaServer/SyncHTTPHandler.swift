@@ -103,11 +103,17 @@ public struct SyncHTTPHandler: Sendable {
         guard request.method == "GET" else { throw Refusal(.methodNotAllowed, "\(request.method) is not allowed on \(request.path)") }
         let who = try authenticate(request)
         caller = who
-        return try service.prepareWatch(cursor: request.query["cursor"], collections: Self.collections(in: request), caller: who)
+        return try service.prepareWatch(
+            cursor: request.query["cursor"], collections: Self.collections(in: request), scope: try Self.scope(in: request), caller: who)
     }
 
     private static func collections(in request: HTTPRequest) -> [String]? {
         request.query["collections"].map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+    }
+
+    /// The `scope` parameter: a sync scope's JSON (Spec/protocol.md).
+    private static func scope(in request: HTTPRequest) throws(Refusal) -> SyncScope? {
+        try request.query["scope"].map { text throws(Refusal) in try SyncScope(jsonText: text) }
     }
 
     private func route(_ request: HTTPRequest, caller: inout Caller?) throws(Refusal) -> HTTPResponse {
@@ -142,7 +148,9 @@ public struct SyncHTTPHandler: Sendable {
                 form = named
             }
             let page = try service.pullBody(
-                cursor: request.query["cursor"], limit: limit, collections: Self.collections(in: request), form: form, caller: who)
+                cursor: request.query["cursor"], limit: limit, collections: Self.collections(in: request),
+                scope: try Self.scope(in: request),
+                form: form, caller: who)
             return encoded(status: 200, body: page, for: request)
         case ("GET", let parts) where parts.count == 4 && parts[0] == "v1" && parts[1] == "docs":
             let who = try authenticate(request)

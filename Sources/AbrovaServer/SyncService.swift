@@ -312,51 +312,68 @@ public final class SyncService: Sendable {
 
     /// The documents the caller may read that changed after `cursor`, in version order,
     /// tombstones included, at most `limit` (500 when `nil`) and at most `maximumPageBytes` of
-    /// them (but always one, when there is one).
+    /// them (but always one, when there is one); only those of `collections`, or of `scope`,
+    /// when one is given.
     ///
     /// - Throws: `Refusal`: `.invalid` for a cursor this database did not make, a limit out of
-    ///   range or a bad collection name; `.resyncRequired` when tombstones newer than the cursor
-    ///   were removed (the client must pull from the beginning); `.failed` when the store fails.
-    public func pull(cursor: String?, limit: Int? = nil, collections: [String]? = nil, caller: Caller) throws(Refusal) -> PullResponse {
-        try pullPage(cursor: cursor, limit: limit, collections: collections, readsDocuments: true, caller: caller).response
+    ///   range, a bad collection name, or both `collections` and `scope`; `.resyncRequired` when
+    ///   tombstones newer than the cursor were removed (the client must pull from the beginning);
+    ///   `.failed` when the store fails.
+    public func pull(
+        cursor: String?, limit: Int? = nil, collections: [String]? = nil, scope: SyncScope? = nil, caller: Caller
+    ) throws(Refusal) -> PullResponse {
+        try pullPage(
+            cursor: cursor, limit: limit, scope: try Self.scope(collections: collections, scope: scope), readsDocuments: true,
+            caller: caller
+        ).response
     }
 
-    /// The body of the page `pull(cursor:limit:collections:caller:)` answers, each document
+    /// The body of the page `pull(cursor:limit:collections:scope:caller:)` answers, each document
     /// encoded once.
     ///
     /// - Throws: `Refusal`, as `pull`.
     public func pullBody(
-        cursor: String?, limit: Int? = nil, collections: [String]? = nil, form: PullForm = .full, caller: Caller
+        cursor: String?, limit: Int? = nil, collections: [String]? = nil, scope: SyncScope? = nil, form: PullForm = .full,
+        caller: Caller
     ) throws(Refusal) -> [UInt8] {
-        try pullPage(cursor: cursor, limit: limit, collections: collections, form: form, readsDocuments: false, caller: caller).body
+        try pullPage(
+            cursor: cursor, limit: limit, scope: try Self.scope(collections: collections, scope: scope), form: form,
+            readsDocuments: false, caller: caller
+        ).body
     }
 
     /// A page's documents (read only when `readsDocuments`) and its body. A document whose
-    /// rules decide its read by its owner alone goes into a page of states alone as stored,
-    /// without its state being read.
+    /// rules decide its read by its owner alone, and whose collection the scope covers whole,
+    /// goes into a page of states alone as stored, without its state being read.
     private func pullPage(
-        cursor: String?, limit: Int?, collections: [String]?, form: PullForm = .full, readsDocuments: Bool,
-        caller: Caller
+        cursor: String?, limit: Int?, scope: SyncScope?, form: PullForm = .full, readsDocuments: Bool, caller: Caller
     ) throws(Refusal) -> (response: PullResponse, body: [UInt8]) {
         let limit = limit ?? min(500, configuration.limits.maximumPageSize)
         guard limit >= 1, limit <= configuration.limits.maximumPageSize else {
             throw Refusal.invalid("limit must be 1 to \(configuration.limits.maximumPageSize) (maximumPageSize)")
         }
-        try Self.checkCollections(collections)
-        let after = try startVersion(of: cursor, caller: caller)
+        let start = try startPosition(of: cursor, caller: caller)
+        let after = start.version
+        // A document a scope's equalities leave out is named in `left` when the device may hold it
+        // from before: not when it has not changed since this pull started from the beginning.
+        var freshThrough = start.freshThrough
+        if after == .zero, scope?.hasEqualities == true {
+            freshThrough = try Self.storeCall(log: configuration.log) { try store.latestVersion() }
+        }
         // Unreadable documents are skipped, so a page is scanned in rounds until it is full; a
         // bounded number of rounds keeps one request's work bounded, and the cursor moves past
         // everything scanned. A page is full at `limit` documents or `maximumPageBytes` of them,
         // whichever comes first (a page of large documents holds fewer, at least one).
         var documents: [ServerDocument] = []
+        var left: [DocumentKey] = []
         var pageCount = 0
         var page = PullResponse.Writer(form: form)
         var position = after
         var hasMore = false
+        let maximumBytes = configuration.limits.maximumPageBytes
         scan: for _ in 0..<8 {
             let rows = try Self.storeCall(log: configuration.log) {
-                try store.encodedChanges(
-                    after: position, limit: limit, collections: collections, maximumBytes: configuration.limits.maximumPageBytes)
+                try store.encodedChanges(after: position, limit: limit, collections: scope?.collections, maximumBytes: maximumBytes)
             }
             for row in rows {
                 let collectionRules = rules.rules(for: row.key.collection)
@@ -377,17 +394,29 @@ public final class SyncService: Sendable {
                     position = row.version
                     continue
                 }
+                let isCovered =
+                    if let scope, !scope.coversWhole(row.key.collection) {
+                        scope.covers(row.key.collection, state: try document().state)
+                    } else {
+                        true
+                    }
                 let isAdded: Bool
                 var served: ServerDocument?
-                if !readsDocuments, form == .state, let exists = row.exists {
+                if !isCovered {
+                    guard row.version > freshThrough else {
+                        position = row.version
+                        continue
+                    }
+                    isAdded = page.appendLeft(row.key, maximumBytes: maximumBytes)
+                    if isAdded { left.append(row.key) }
+                } else if !readsDocuments, form == .state, read == nil, let exists = row.exists {
                     isAdded = try Self.storeCall(log: configuration.log) {
                         try page.append(
-                            row.key, version: row.version, exists: exists, encodedState: row.encodedState,
-                            maximumBytes: configuration.limits.maximumPageBytes)
+                            row.key, version: row.version, exists: exists, encodedState: row.encodedState, maximumBytes: maximumBytes)
                     }
                 } else {
                     let document = try document().serverDocument
-                    isAdded = page.append(document, maximumBytes: configuration.limits.maximumPageBytes)
+                    isAdded = page.append(document, maximumBytes: maximumBytes)
                     served = document
                 }
                 guard isAdded else {
@@ -407,30 +436,45 @@ public final class SyncService: Sendable {
             hasMore = !rows.isEmpty
             if !hasMore { break }
         }
-        let next = cursors.cursor(for: position, caller: caller)
-        return (PullResponse(documents: documents, cursor: next, hasMore: hasMore), page.finish(cursor: next, hasMore: hasMore))
+        let next = cursors.cursor(for: CursorCodec.Position(version: position, freshThrough: freshThrough), caller: caller)
+        return (
+            PullResponse(documents: documents, cursor: next, hasMore: hasMore, left: left),
+            page.finish(cursor: next, hasMore: hasMore)
+        )
     }
 
     /// The version a cursor stands for, as a pull reads it.
     ///
+    /// - Throws: `Refusal`, as `startPosition(of:caller:)`.
+    private func startVersion(of cursor: String?, caller: Caller) throws(Refusal) -> Version {
+        try startPosition(of: cursor, caller: caller).version
+    }
+
+    /// The position a cursor stands for, as a pull reads it.
+    ///
     /// - Throws: `Refusal`: `.invalid` for a cursor this database did not make for this caller;
     ///   `.resyncRequired` for one made under other read rules or older than a removed tombstone.
-    private func startVersion(of cursor: String?, caller: Caller) throws(Refusal) -> Version {
-        let after = try cursors.version(of: cursor, caller: caller)
+    private func startPosition(of cursor: String?, caller: Caller) throws(Refusal) -> CursorCodec.Position {
+        let position = try cursors.position(of: cursor, caller: caller)
         let horizon = try Self.storeCall(log: configuration.log) { try store.tombstoneHorizon() }
-        if after > .zero, after < horizon {
+        if position.version > .zero, position.version < horizon {
             throw Refusal(
                 .resyncRequired, "resync required: deletes after this cursor are no longer kept; pull from the beginning (no cursor)")
         }
-        return after
+        return position
     }
 
-    private static func checkCollections(_ collections: [String]?) throws(Refusal) {
-        guard let collections else { return }
+    /// The scope a pull or a watch names: its `collections` whole, or `scope`.
+    ///
+    /// - Throws: `Refusal` `.invalid` for both, more than 100 collections or a bad name.
+    static func scope(collections: [String]?, scope: SyncScope?) throws(Refusal) -> SyncScope? {
+        guard let collections else { return scope }
+        guard scope == nil else { throw Refusal.invalid("a pull names collections or a scope, not both") }
         guard collections.count <= 100 else { throw Refusal.invalid("a pull names at most 100 collections") }
         for collection in collections {
             do { try DocumentKey(collection: collection, id: "x").validate() } catch { throw Refusal(error, context: "collections") }
         }
+        return try SyncScope(collections: collections)
     }
 
     // MARK: - Watch
@@ -469,10 +513,15 @@ public final class SyncService: Sendable {
 
     /// Checks a watch from `cursor`, as a pull from it would be checked.
     ///
-    /// - Throws: `Refusal`: as `pull` for the cursor and the collections; `.overloaded` when
-    ///   `maximumWatches` are waiting.
-    public func prepareWatch(cursor: String?, collections: [String]? = nil, caller: Caller) throws(Refusal) -> PreparedWatch {
-        try Self.checkCollections(collections)
+    /// A change to a collection of the scope wakes it, covered or not: a device may hold a
+    /// document that has just left the scope.
+    ///
+    /// - Throws: `Refusal`: as `pull` for the cursor, the collections and the scope;
+    ///   `.overloaded` when `maximumWatches` are waiting.
+    public func prepareWatch(
+        cursor: String?, collections: [String]? = nil, scope: SyncScope? = nil, caller: Caller
+    ) throws(Refusal) -> PreparedWatch {
+        let collections = try Self.scope(collections: collections, scope: scope)?.collections
         let after = try startVersion(of: cursor, caller: caller)
         guard watches.count < configuration.maximumWatches else {
             throw Refusal(.overloaded, "too many watches at once: \(configuration.maximumWatches) (limit maximumWatches); try again later")

@@ -30,8 +30,8 @@ package actor LocalStore {
     var listeners = Listeners()
     /// The id `newOrigin()` hands out next.
     private var nextOrigin = Int64.random(in: 1...Int64.max)
-    /// The collections of the sync scope (`nil`: all), as `meta.scope` says; `nil` until read.
-    var scopeCollections: Set<String>??
+    /// The sync scope (`nil`: all), as `meta.scope` says; `nil` until read.
+    var scopeInMemory: SyncScope??
 
     /// Writes not yet confirmed by the server, in all documents. A conflict kept for the resolver
     /// counts as one: the device's change is not on the server until its resolution is.
@@ -241,7 +241,7 @@ package actor LocalStore {
         do {
             // The closure runs within an access to `memory`: it must not touch the store's state.
             (delta, view, viewJSON) = try applyToView(key, requiresExisting: requiresExisting, makeDelta)
-            newTail = try appendToQueue(delta, of: key, viewJSON: viewJSON, asWritten: asWritten, alongside: alongside)
+            newTail = try appendToQueue(delta, of: key, view: view, viewJSON: viewJSON, asWritten: asWritten, alongside: alongside)
         } catch {
             memory.forget(key)
             throw error
@@ -302,7 +302,7 @@ package actor LocalStore {
             try Self.delta(of: operation, on: document, hasPendingChange: hasPendingChange)
         }
         let origin = newOrigin()
-        if try isOutsideScope(key) { try setMeta("scope_leftovers", "1", in: database) }
+        if try isOutsideScope(key, state: view) { try setMeta("scope_leftovers", "1", in: database) }
         try database.run(
             "INSERT INTO pending (collection, id, delta, writes, view, as_written, origin, alone, group_id) VALUES (?, ?, ?, 1, ?, ?, ?, 1, ?)",
             [
@@ -349,9 +349,10 @@ package actor LocalStore {
     /// `write(_:for:asWritten:)`), else as a new one, with `alongside` in the same transaction.
     /// Returns the newest pending change after it.
     private func appendToQueue(
-        _ delta: DocumentDelta, of key: DocumentKey, viewJSON: String?, asWritten: Bool, alongside: ((Database) throws -> Void)?
+        _ delta: DocumentDelta, of key: DocumentKey, view: DocumentState, viewJSON: String?, asWritten: Bool,
+        alongside: ((Database) throws -> Void)?
     ) throws -> PendingChange {
-        let isOutsideScope = try isOutsideScope(key)
+        let isOutsideScope = try isOutsideScope(key, state: view)
         return try database.write { database in
             try alongside?(database)
             // Kept until it is sent, then it leaves the device (`dropDocumentsOutsideScope`).

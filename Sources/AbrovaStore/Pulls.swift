@@ -12,13 +12,18 @@ extension LocalStore {
 
     /// `applyPulledPage(_:cursor:)` for states as a page brought them: a document the device does
     /// not hold yet is stored from the forms the page's reader wrote, its state never built.
-    package func applyPulledPage(pulled documents: [(key: DocumentKey, state: PulledState)], cursor: String?) throws(StoreError) {
+    /// Documents in `left` (those a page said left the scope) leave the device, but those with
+    /// unsent changes, which go once these are sent.
+    package func applyPulledPage(
+        pulled documents: [(key: DocumentKey, state: PulledState)], cursor: String?, left: [DocumentKey] = []
+    ) throws(StoreError) {
         try translatingErrors {
             var updated: [DocumentKey: CachedDocument] = [:]
             // Inserted documents, kept as pulled: needed again only when a page repeats one.
             var inserted: [DocumentKey: PulledState] = [:]
             inserted.reserveCapacity(documents.count)
             var unsentViews: [DocumentKey: String?] = [:]
+            var removed: [DocumentKey] = []
             try database.write { database in
                 for (key, pulled) in documents {
                     // A document this device has never seen (the bulk of an initial sync) is just
@@ -53,7 +58,10 @@ extension LocalStore {
                 }
                 if let cursor { try setMeta("cursor", cursor, in: database) }
                 // A page asked for before the scope narrowed: what it brought from outside goes.
-                if try documents.contains(where: { try isOutsideScope($0.key) }) { try setMeta("scope_leftovers", "1", in: database) }
+                if try documents.contains(where: { try isOutsideScope($0.key, pulled: $0.state) }) {
+                    try setMeta("scope_leftovers", "1", in: database)
+                }
+                removed = try removeLeftDocuments(left.filter { updated[$0] == nil && inserted[$0] == nil }, in: database)
                 if memory.isResyncing {
                     for (key, _) in documents {
                         try database.run(
@@ -63,7 +71,8 @@ extension LocalStore {
             }
             // Only now that the page is committed does memory follow it.
             memory.pulled(updated, unsentViews: unsentViews)
-            notify(changed: Set(inserted.keys).union(updated.keys), unsentWritesChanged: false)
+            for key in removed { memory.forget(key) }
+            notify(changed: Set(inserted.keys).union(updated.keys).union(removed), unsentWritesChanged: false)
         }
     }
 

@@ -2,97 +2,112 @@ import AbrovaCore
 import AbrovaSQLite
 
 /// A part of the server's documents the store has not pulled yet since its scope was widened
-/// (`LocalStore.setSyncScope(_:)`): all of it, or these collections.
+/// (`LocalStore.setSyncScope(_:)`): all of it, or these parts.
 package enum ScopeWidening: Equatable, Sendable {
     case everything
-    case collections([String])
+    case parts(SyncScope)
 
-    /// The collections a pull of the widened part names (`nil`: all).
-    package var collections: [String]? {
-        if case .collections(let names) = self { names } else { nil }
+    /// The scope a pull of the widened part names (`nil`: all).
+    package var scope: SyncScope? {
+        if case .parts(let scope) = self { scope } else { nil }
+    }
+
+    /// The widening of these collections whole.
+    package static func collections(_ names: [String]) throws(Refusal) -> ScopeWidening {
+        .parts(try SyncScope(collections: names))
     }
 }
 
 extension LocalStore {
-    /// The collections the device keeps (`nil`: every one its user may read), sorted.
+    /// The part of the server's documents the device keeps (`nil`: every one its user may read).
     ///
     /// - Throws: `StoreError`.
-    package func syncScope() throws(StoreError) -> [String]? {
-        try translatingErrors { try cachedScope()?.sorted() }
+    package func syncScope() throws(StoreError) -> SyncScope? {
+        try translatingErrors { try cachedScope() }
     }
 
-    /// The scope's collections, from memory once read (`nil`: all).
-    private func cachedScope() throws -> Set<String>? {
-        if scopeCollections == nil { scopeCollections = .some(try Self.collections(in: meta("scope")).map(Set.init)) }
-        return scopeCollections ?? nil
+    /// The scope, from memory once read (`nil`: all).
+    private func cachedScope() throws -> SyncScope? {
+        if scopeInMemory == nil { scopeInMemory = .some(try Self.scope(in: meta("scope"))) }
+        return scopeInMemory ?? nil
     }
 
-    /// Sets the collections the device keeps (`nil`: all). Documents of collections it leaves go
-    /// at once, but those with unsent changes, which stay until those are sent (and go at the
-    /// end of the pull after). Collections it adds are pulled whole by the next pull
-    /// (`scopeWidening()`), before it goes on from its cursor. Returns whether the scope changed.
+    /// Sets the collections the device keeps whole (`nil`: all), as `setSyncScope(_:)`.
     ///
-    /// - Throws: `StoreError` `.invalidValue` for a name that is no collection's.
+    /// - Throws: `StoreError` `.invalidValue` for no or more than 100 names, or one that is no
+    ///   collection's.
     @discardableResult
     package func setSyncScope(_ collections: [String]?) throws(StoreError) -> Bool {
-        let scope = collections.map { Array(Set($0)).sorted() }
-        for name in scope ?? [] {
-            do {
-                try DocumentKey(collection: name, id: "x").validate()
-            } catch {
-                throw StoreError(error)
-            }
+        let scope: SyncScope?
+        do {
+            scope = try collections.map { names throws(Refusal) in try SyncScope(collections: names) }
+        } catch {
+            throw StoreError(.invalidValue, error.message)
         }
-        return try translatingErrors {
-            let old = try cachedScope()?.sorted()
+        return try setSyncScope(scope)
+    }
+
+    /// Sets the part of the server's documents the device keeps (`nil`: all). Documents it no
+    /// longer covers go at once, but those with unsent changes, which stay until those are sent
+    /// (and go at the end of the pull after). Parts it adds are pulled whole by the next pull
+    /// (`scopeWidening()`), before it goes on from its cursor. Returns whether the scope changed.
+    ///
+    /// - Throws: `StoreError`.
+    @discardableResult
+    package func setSyncScope(_ scope: SyncScope?) throws(StoreError) -> Bool {
+        try translatingErrors {
+            let old = try cachedScope()
             guard scope != old else { return false }
             // What the cursor has not brought: an earlier widening not pulled yet, and the new one,
             // within the new scope. (Recorded even before the first pull ends: one may be under way
             // with the old scope.)
             let pending = try scopeWidening()
             var widening: ScopeWidening?
-            switch (old, scope) {
-            case (_, nil):
-                widening = .everything
-            case (let old, let new?):
-                var added = Set(new).subtracting(old ?? new)
+            if let scope {
+                var added = scope.parts(beyond: old)
                 switch pending {
-                case .everything?: added = Set(new)
-                case .collections(let names)?: added.formUnion(Set(names).intersection(new))
+                case .everything?: added = scope.parts
+                case .parts(let earlier)?: added += scope.parts.filter { earlier.parts.contains($0) && !added.contains($0) }
                 case nil: break
                 }
-                widening = added.isEmpty ? nil : .collections(added.sorted())
+                widening = added.isEmpty ? nil : .parts(try SyncScope(parts: added))
+            } else {
+                widening = .everything
             }
             try database.write { database in
                 if let scope {
-                    try setMeta("scope", Self.encode(scope), in: database)
+                    try setMeta("scope", scope.canonicalJSON, in: database)
                 } else {
                     try database.run("DELETE FROM meta WHERE key = 'scope'")
                 }
-                switch widening {
-                case nil: try database.run("DELETE FROM meta WHERE key = 'scope_added'")
-                case .everything?: try setMeta("scope_added", "*", in: database)
-                case .collections(let names)?: try setMeta("scope_added", Self.encode(names), in: database)
-                }
+                try saveWidening(widening, in: database)
                 try setMeta("scope_leftovers", "1", in: database)
             }
-            scopeCollections = .some(scope.map(Set.init))
+            scopeInMemory = .some(scope)
             try dropDocumentsOutsideScope()
             return true
         }
     }
 
-    /// Whether `key`'s collection lies outside the sync scope.
-    func isOutsideScope(_ key: DocumentKey) throws -> Bool {
-        guard let scope = try cachedScope() else { return false }
-        return !scope.contains(key.collection)
+    /// Whether the scope leaves out `key`'s document in `state` (`nil`: not known here, so
+    /// possibly, unless the scope covers its collection whole).
+    func isOutsideScope(_ key: DocumentKey, state: DocumentState?) throws -> Bool {
+        guard let scope = try cachedScope(), !scope.coversWhole(key.collection) else { return false }
+        guard let state, !scope.excludes(key.collection) else { return true }
+        return !scope.covers(key.collection, state: state)
+    }
+
+    /// Whether the scope leaves out `key`'s document in the state a page brought.
+    func isOutsideScope(_ key: DocumentKey, pulled: PulledState) throws -> Bool {
+        guard let scope = try cachedScope(), !scope.coversWhole(key.collection) else { return false }
+        return !scope.covers(key.collection, pulled: pulled)
     }
 
     /// The scope and the part of it the cursor has not brought, read together (a pull that reads
     /// them apart may take a widening for the old scope).
     ///
     /// - Throws: `StoreError`.
-    package func syncScopeAndWidening() throws(StoreError) -> (scope: [String]?, widening: ScopeWidening?) {
+    package func syncScopeAndWidening() throws(StoreError) -> (scope: SyncScope?, widening: ScopeWidening?) {
         (try syncScope(), try scopeWidening())
     }
 
@@ -103,7 +118,9 @@ extension LocalStore {
     package func scopeWidening() throws(StoreError) -> ScopeWidening? {
         try translatingErrors {
             guard let added = try meta("scope_added") else { return nil }
-            return added == "*" ? .everything : .collections(try Self.collections(in: added) ?? [])
+            guard added != "*" else { return .everything }
+            guard let scope = try Self.scope(in: added) else { return nil }
+            return .parts(scope)
         }
     }
 
@@ -115,70 +132,103 @@ extension LocalStore {
             let current = try scopeWidening()
             var rest: ScopeWidening?
             switch (current, pulled) {
-            case (.collections(let names)?, .collections(let done)):
-                let left = Set(names).subtracting(done)
-                rest = left.isEmpty ? nil : .collections(left.sorted())
-            case (.collections?, .everything), (nil, _), (.everything?, .everything):
+            case (.parts(let waiting)?, .parts(let done)):
+                let left = waiting.parts.filter { !done.parts.contains($0) }
+                rest = left.isEmpty ? nil : .parts(try SyncScope(parts: left))
+            case (.parts?, .everything), (nil, _), (.everything?, .everything):
                 rest = nil
-            case (.everything?, .collections):
+            case (.everything?, .parts):
                 rest = .everything
             }
-            try database.write { database in
-                switch rest {
-                case nil: try database.run("DELETE FROM meta WHERE key = 'scope_added'")
-                case .everything?: try setMeta("scope_added", "*", in: database)
-                case .collections(let names)?: try setMeta("scope_added", Self.encode(names), in: database)
-                }
-            }
+            try database.write { database in try saveWidening(rest, in: database) }
+        }
+    }
+
+    private func saveWidening(_ widening: ScopeWidening?, in database: Database) throws {
+        switch widening {
+        case nil: try database.run("DELETE FROM meta WHERE key = 'scope_added'")
+        case .everything?: try setMeta("scope_added", "*", in: database)
+        case .parts(let scope)?: try setMeta("scope_added", scope.canonicalJSON, in: database)
         }
     }
 
     /// Removes the documents outside the scope that have no unsent change (those stay until their
-    /// changes are sent), when a narrowing may have left some. Returns the documents removed.
+    /// changes are sent), when a narrowing, a write or a page may have left some. Returns the
+    /// documents removed.
     ///
     /// - Throws: `StoreError`.
     @discardableResult
     package func dropDocumentsOutsideScope() throws(StoreError) -> Set<DocumentKey> {
         try translatingErrors {
             guard try meta("scope_leftovers") != nil else { return [] }
-            let scope = try cachedScope()?.sorted()
             var outside: [DocumentKey] = []
+            let scope = try cachedScope()
             if let scope {
-                let marks = Array(repeating: "?", count: scope.count).joined(separator: ", ")
+                let collections = scope.collections
+                let marks = Array(repeating: "?", count: collections.count).joined(separator: ", ")
                 outside = try database.query(
-                    "SELECT collection, id FROM documents WHERE collection NOT IN (\(marks))", scope.map(SQLiteValue.text)
+                    "SELECT collection, id FROM documents WHERE collection NOT IN (\(marks))", collections.map(SQLiteValue.text)
                 ) { row in DocumentKey(collection: row.text(0) ?? "", id: row.text(1) ?? "") }
+                // Collections covered only in part: each document's view decides, as the server's pull does.
+                let filtered = collections.filter { !scope.coversWhole($0) }
+                for collection in filtered {
+                    outside += try database.query(
+                        "SELECT id, view FROM documents WHERE collection = ?", [.text(collection)]
+                    ) { row -> DocumentKey? in
+                        let document = try row.text(1).map { try Value(json: Array($0.utf8)) }
+                        return scope.covers(collection, document: document)
+                            ? nil : DocumentKey(collection: collection, id: row.text(0) ?? "")
+                    }.compactMap { $0 }
+                }
             }
             // Unsent changes, and conflicts left to the resolver, keep their documents for now.
             let isKept = { (key: DocumentKey) in self.memory.unsent[key] != nil || self.memory.heldDocuments.contains(key) }
             let leaving = outside.filter { !isKept($0) }
+            // A document with unsent changes may have no row yet: one that may be outside keeps
+            // the mark, so that it leaves once it has one.
+            let mayBeOutside = { (key: DocumentKey) in scope.map { !$0.coversWhole(key.collection) } ?? false }
             let keepsSome =
-                scope.map { scope in
-                    memory.unsent.keys.contains { !scope.contains($0.collection) }
-                        || memory.heldDocuments.contains { !scope.contains($0.collection) }
-                } ?? false
-            try database.write { database in
-                for key in leaving {
-                    try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
-                }
-                if !keepsSome { try database.run("DELETE FROM meta WHERE key = 'scope_leftovers'") }
+                leaving.count < outside.count || memory.unsent.keys.contains(where: mayBeOutside)
+                || memory.heldDocuments.contains(where: mayBeOutside)
+            try remove(leaving, keepingLeftovers: keepsSome)
+            return Set(leaving)
+        }
+    }
+
+    /// Removes documents a page said left the scope: at once, but those with unsent changes or
+    /// conflicts left to the resolver, which go once settled.
+    func removeLeftDocuments(_ keys: [DocumentKey], in database: Database) throws -> [DocumentKey] {
+        var leaving: [DocumentKey] = []
+        for key in keys {
+            if memory.unsent[key] != nil || memory.heldDocuments.contains(key) {
+                try setMeta("scope_leftovers", "1", in: database)
+                continue
             }
-            for key in leaving { memory.forget(key) }
-            let removed = Set(leaving)
-            if !removed.isEmpty { notify(changed: removed, unsentWritesChanged: false) }
-            return removed
+            try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+            if database.changes == 1 { leaving.append(key) }
         }
+        return leaving
     }
 
-    private static func encode(_ collections: [String]) -> String {
-        Value.array(collections.map(Value.string)).canonicalJSON
+    private func remove(_ leaving: [DocumentKey], keepingLeftovers: Bool) throws {
+        try database.write { database in
+            for key in leaving {
+                try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
+            }
+            if !keepingLeftovers { try database.run("DELETE FROM meta WHERE key = 'scope_leftovers'") }
+        }
+        for key in leaving { memory.forget(key) }
+        if !leaving.isEmpty { notify(changed: Set(leaving), unsentWritesChanged: false) }
     }
 
-    private static func collections(in stored: String?) throws -> [String]? {
+    /// The scope as `meta` stores it: the canonical JSON of `SyncScope` (a list of collection
+    /// names is one).
+    private static func scope(in stored: String?) throws -> SyncScope? {
         guard let stored else { return nil }
-        guard case .array(let items) = try Value(json: Array(stored.utf8)) else {
-            throw StoreError(.corrupt, "the stored sync scope is not a list")
+        do {
+            return try SyncScope(jsonText: stored)
+        } catch {
+            throw StoreError(.corrupt, "the stored sync scope cannot be read: \(error.message)")
         }
-        return items.compactMap(\.stringValue)
     }
 }

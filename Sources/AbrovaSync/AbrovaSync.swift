@@ -267,20 +267,36 @@ public final class AbrovaSync: Sendable {
         await events.delivered()
     }
 
-    /// Changes the collections the device keeps (`nil`: all the user may read), until the next
-    /// start (which applies the configured `syncScope`). Documents of collections it leaves go
-    /// at once (those with unsent writes once the writes are sent); collections it adds are pulled
-    /// whole by the sync this starts.
+    /// Changes the collections the device keeps whole (`nil`: all the user may read), as
+    /// `setSyncScope(_:)`.
     ///
     /// - Throws: `AbrovaSyncError` `.refused` (`invalid`) for a name that is no collection's, or
     ///   none or more than 100 of them; `.storage` when the store fails.
     public func setSyncScope(collections: [String]?) async throws(AbrovaSyncError) {
-        if let collections, collections.isEmpty || collections.count > 100 {
-            throw AbrovaSyncError(.refused, reason: .invalid, message: "a sync scope names 1 to 100 collections, not \(collections.count)")
+        try await setSyncScope(collections.map { $0.map(SyncScopeQuery.init) })
+    }
+
+    /// Changes what the device keeps (`nil`: all the user may read), until the next start (which
+    /// applies the configured `syncScope`). Documents it no longer covers go at once (those with
+    /// unsent writes once the writes are sent); what it adds is pulled whole by the sync this
+    /// starts.
+    ///
+    ///     try await sync.setSyncScope([SyncScopeQuery(collection: "carts").whereField("owner", isEqualTo: userId)])
+    ///
+    /// - Throws: `AbrovaSyncError` `.refused` (`invalid`) for a scope that cannot be (see
+    ///   `SyncScopeQuery`; 1 to 100 queries); `.storage` when the store fails.
+    public func setSyncScope(_ queries: [SyncScopeQuery]?) async throws(AbrovaSyncError) {
+        var scope: SyncScope?
+        if let queries {
+            do {
+                scope = try SyncScopeQuery.scope(of: queries)
+            } catch {
+                throw AbrovaSyncError(.refused, reason: .invalid, message: error.message)
+            }
         }
         await engine.applyConfiguredScope() // first, so that it never comes after this
         do {
-            guard try await store.setSyncScope(collections) else { return }
+            guard try await store.setSyncScope(scope) else { return }
         } catch {
             throw AbrovaSyncError.wrapping(error)
         }

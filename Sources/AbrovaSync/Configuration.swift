@@ -133,9 +133,11 @@ public struct AbrovaSyncConfig: Sendable {
 
     /// Whether the app chose `storePath` (else it is the default of `userId`).
     var choseStorePath = false
-    /// The collections the device keeps from the start (`nil`: every one the user may read);
-    /// `AbrovaSync.setSyncScope(collections:)` changes it while the app runs.
-    public internal(set) var syncScope: [String]?
+    /// The collections the device keeps from the start, all or part of each (`nil`: every one
+    /// the user may read); `AbrovaSync.setSyncScope(_:)` changes it while the app runs.
+    public var syncScope: [String]? { scope?.collections }
+    /// What the device keeps from the start (`nil`: everything the user may read).
+    var scope: SyncScope?
 
     /// The store of a user other than the configured store's: beside a chosen path,
     /// `<name>~<user>.sqlite`; else the user's default store. The anonymous caller's is
@@ -184,7 +186,7 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     private var maximumBatchChanges = 500
     private var requestTimeout = Duration.seconds(30)
     private var liveUpdates = true
-    private var syncScope: [String]?
+    private var syncScope: [SyncScopeQuery]?
 
     /// A builder with the defaults: offline persistence on, sync on reconnect, `serverWins`.
     public init(apiKey: String) { self.apiKey = apiKey }
@@ -248,7 +250,16 @@ public struct AbrovaSyncConfigBuilder: Sendable {
     /// default every collection the user may read; applied at every start.
     ///
     ///     let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY").syncScope(collections: ["carts"]).build()
-    public func syncScope(collections: [String]) -> Self { with { $0.syncScope = collections } }
+    public func syncScope(collections: [String]) -> Self { with { $0.syncScope = collections.map(SyncScopeQuery.init) } }
+
+    /// Keeps only what these queries cover on the device (partial sync): as
+    /// `syncScope(collections:)`, with equality filters on fields where a query has them. A
+    /// document that stops matching leaves the device at the next pull.
+    ///
+    ///     let config = try AbrovaSyncConfigBuilder(apiKey: "YOUR_API_KEY")
+    ///         .syncScope([SyncScopeQuery(collection: "carts").whereField("owner", isEqualTo: userId)])
+    ///         .build()
+    public func syncScope(_ queries: [SyncScopeQuery]) -> Self { with { $0.syncScope = queries } }
 
     /// The configuration.
     ///
@@ -275,18 +286,12 @@ public struct AbrovaSyncConfigBuilder: Sendable {
             requestTimeout: requestTimeout, liveUpdates: liveUpdates)
         config.choseStorePath = storePath != nil
         if let syncScope {
-            guard !syncScope.isEmpty, syncScope.count <= 100 else {
-                throw AbrovaSyncError(.configuration, message: "syncScope names 1 to 100 collections, not \(syncScope.count)")
-            }
-            for name in syncScope {
-                do {
-                    try DocumentKey(collection: name, id: "x").validate()
-                } catch {
-                    throw AbrovaSyncError(.configuration, message: "syncScope: \(error.detail)")
-                }
+            do {
+                config.scope = try SyncScopeQuery.scope(of: syncScope)
+            } catch {
+                throw AbrovaSyncError(.configuration, message: "syncScope: \(error.message)")
             }
         }
-        config.syncScope = syncScope
         return config
     }
 

@@ -120,11 +120,11 @@ package final class HTTPTransport: SyncTransport {
     /// - Throws: `TransportFailure`; `.refused(.resyncRequired, _)` when the cursor is past removed
     ///   tombstones (pull again from the beginning), `.refused(.invalid, _)` for a cursor the server
     ///   did not make or a `limit` outside 1...1,000.
-    package func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
+    package func pull(cursor: String?, limit: Int, scope: SyncScope?) async throws(TransportFailure) -> PullResponse {
         // The device keeps states, and each document's data follows from its state.
         var query = "form=state&limit=\(limit)"
         if let cursor { query += "&cursor=" + Self.percentEncoded(cursor) }
-        if let collections { query += "&collections=" + Self.percentEncoded(collections.joined(separator: ",")) }
+        if let scope { query += "&" + Self.scopeArgument(scope) }
         let answer = try await send(try makeRequest(method: "GET", path: "/v1/pull", query: query), timeout: timeout)
         return try Self.read(answer, limit: maximumAnswerBytes) { bytes throws(Refusal) in try PullResponse(body: bytes) }
     }
@@ -183,12 +183,12 @@ package final class HTTPTransport: SyncTransport {
     /// - Throws: `TransportFailure`: `.refused(.notFound, _)` when the server has no such route
     ///   (its own 404, with the protocol's JSON error body; a proxy's 404 page is `.unreachable`);
     ///   `.refused(.invalid or .resyncRequired, _)` for a cursor a pull would refuse so.
-    package func watch(cursor: String?, collections: [String]?) async throws(TransportFailure) -> Bool {
+    package func watch(cursor: String?, scope: SyncScope?) async throws(TransportFailure) -> Bool {
         if announcedWatchIdle.withLock({ $0 }) == nil { _ = try? await serverLimits() }
         let wait = (announcedWatchIdle.withLock { $0 } ?? .seconds(ServerLimits.defaultWatchIdleSeconds)) + Self.watchMargin
         var parts: [String] = []
         if let cursor { parts.append("cursor=" + Self.percentEncoded(cursor)) }
-        if let collections { parts.append("collections=" + Self.percentEncoded(collections.joined(separator: ","))) }
+        if let scope { parts.append(Self.scopeArgument(scope)) }
         var request = try makeRequest(
             method: "GET", path: "/v1/watch", query: parts.isEmpty ? nil : parts.joined(separator: "&"))
         request.timeoutInterval = Self.seconds(wait)

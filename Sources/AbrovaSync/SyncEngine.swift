@@ -210,7 +210,7 @@ actor SyncRunner {
     /// `AbrovaSync.setSyncScope` both wait for it). A failing store fails the first run, which says so.
     func applyConfiguredScope() async {
         if let applying = configuredScope { return await applying.value }
-        let applying = Task { [store, configuration] in _ = try? await store.setSyncScope(configuration.syncScope) }
+        let applying = Task { [store, configuration] in _ = try? await store.setSyncScope(configuration.scope) }
         configuredScope = applying
         await applying.value
         isConfiguredScopeApplied = true
@@ -635,7 +635,8 @@ actor SyncRunner {
             markReachable()
             cursor = page.cursor
             if page.hasMore { request = fetchPage(after: page.cursor, of: scope) }
-            try await store.applyPulledPage(pulled: page.documents.map { (key: $0.key, state: $0.pulled) }, cursor: page.cursor)
+            try await store.applyPulledPage(
+                pulled: page.documents.map { (key: $0.key, state: $0.pulled) }, cursor: page.cursor, left: page.left)
             runProgress.pulledDocuments += page.documents.count
             runProgress.isPulling = page.hasMore
             events.emit(.progress(runProgress))
@@ -660,12 +661,14 @@ actor SyncRunner {
         while true {
             let page: PullResponse
             do {
-                page = try await transport.pull(cursor: cursor, limit: 500, collections: widening.collections)
+                page = try await transport.pull(cursor: cursor, limit: 500, scope: widening.scope)
             } catch {
                 endRun(on: error, &result)
                 return false
             }
             markReachable()
+            // Its `left` is not taken: it names what this part no longer covers, which another
+            // part may; the pull from the cursor after it names what the whole scope does not.
             try await store.applyPulledPage(pulled: page.documents.map { (key: $0.key, state: $0.pulled) }, cursor: nil)
             runProgress.pulledDocuments += page.documents.count
             events.emit(.progress(runProgress))
@@ -676,12 +679,11 @@ actor SyncRunner {
         return true
     }
 
-    /// Starts fetching the page after `cursor` (`nil`: from the beginning) of the collections of
-    /// `scope` (`nil`: all).
-    private func fetchPage(after cursor: String?, of scope: [String]?) -> Task<Result<PullResponse, TransportFailure>, Never> {
+    /// Starts fetching the page after `cursor` (`nil`: from the beginning) of `scope` (`nil`: all).
+    private func fetchPage(after cursor: String?, of scope: SyncScope?) -> Task<Result<PullResponse, TransportFailure>, Never> {
         Task { [transport] in
             do throws(TransportFailure) {
-                return .success(try await transport.pull(cursor: cursor, limit: 500, collections: scope))
+                return .success(try await transport.pull(cursor: cursor, limit: 500, scope: scope))
             } catch {
                 return .failure(error)
             }
@@ -864,17 +866,19 @@ extension SyncRunner {
         watchRequest?.cancel()
         watchRequest = Task { [weak self, store, transport] in
             let cursor: String?
-            let scope: [String]?
+            let scope: SyncScope?
             do {
                 cursor = try await store.pullCursor()
-                scope = try await store.syncScope()
+                // A change to a collection of the scope wakes a watch, covered or not (it may
+                // have left the scope), so the collections say as much as the whole scope.
+                scope = try await store.syncScope().map { scope in (try? SyncScope(collections: scope.collections)) ?? scope }
             } catch {
                 await self?.watchAnswered(number, .failed(.unreachable("the cursor could not be read: \(error)")), cursor: nil)
                 return
             }
             let outcome: WatchDecisions.Outcome
             do throws(TransportFailure) {
-                outcome = try await transport.watch(cursor: cursor, collections: scope) ? .changed : .unchanged
+                outcome = try await transport.watch(cursor: cursor, scope: scope) ? .changed : .unchanged
             } catch {
                 outcome = .failed(error)
             }

@@ -31,8 +31,8 @@ package protocol SyncTransport: Sendable {
     /// bytes) and the device's pull cursor (`nil`: it never pulled); the server's answer.
     func push(body: [UInt8], pullCursor: String?) async throws(TransportFailure) -> PushResponse
     /// `GET /v1/pull`: a page of the documents changed after `cursor` (`nil`: from the beginning),
-    /// of `collections` only when given.
-    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse
+    /// of `scope` only when given.
+    func pull(cursor: String?, limit: Int, scope: SyncScope?) async throws(TransportFailure) -> PullResponse
     /// `GET /v1/docs/{collection}/{id}`: the document, or `nil` when it does not exist (404).
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument?
     /// `GET /v1/health`: whether the sync server answers at all.
@@ -43,11 +43,11 @@ package protocol SyncTransport: Sendable {
     /// `nil` when the server cannot say.
     func sessionUser() async throws(TransportFailure) -> String??
     /// `GET /v1/watch`: waits until something the caller may read changed after `cursor` (`true`)
-    /// in `collections` (`nil`: any), or the server's idle time passed with nothing new (`false`).
+    /// in the collections of `scope` (`nil`: any), or the server's idle time passed with nothing new (`false`).
     /// Cancelling the calling task closes the request.
     ///
     /// - Throws: `TransportFailure`; `.refused(.notFound, _)` from a server without the route.
-    func watch(cursor: String?, collections: [String]?) async throws(TransportFailure) -> Bool
+    func watch(cursor: String?, scope: SyncScope?) async throws(TransportFailure) -> Bool
 }
 
 extension SyncTransport {
@@ -57,19 +57,19 @@ extension SyncTransport {
     package func sessionUser() async throws(TransportFailure) -> String?? { nil }
     /// A transport that cannot watch answers as a server without the route does: the SDK then
     /// never asks it again.
-    package func watch(cursor: String?, collections: [String]?) async throws(TransportFailure) -> Bool {
+    package func watch(cursor: String?, scope: SyncScope?) async throws(TransportFailure) -> Bool {
         throw .refused(reason: .notFound, message: "this transport has no watch route")
     }
 
-    /// `watch(cursor:collections:)` of every collection.
+    /// `watch(cursor:scope:)` of every collection.
     package func watch(cursor: String?) async throws(TransportFailure) -> Bool {
-        try await watch(cursor: cursor, collections: nil)
+        try await watch(cursor: cursor, scope: nil)
     }
 }
 
 extension SyncTransport {
-    /// `pull(cursor:limit:collections:)` of every collection.
+    /// `pull(cursor:limit:scope:)` of every collection.
     package func pull(cursor: String?, limit: Int) async throws(TransportFailure) -> PullResponse {
-        try await pull(cursor: cursor, limit: limit, collections: nil)
+        try await pull(cursor: cursor, limit: limit, scope: nil)
     }
 }

@@ -1,3 +1,4 @@
+import AbrovaCore
 import Foundation
 
 extension HTTPTransport {
@@ -19,6 +20,13 @@ extension HTTPTransport {
             }
         }
         return encoded
+    }
+
+    /// A pull's or a watch's query argument for `scope`: whole collections as `collections=`
+    /// (what every server reads), a scope with equalities as its JSON in `scope=`.
+    static func scopeArgument(_ scope: SyncScope) -> String {
+        guard scope.hasEqualities else { return "collections=" + percentEncoded(scope.collections.joined(separator: ",")) }
+        return "scope=" + percentEncoded(scope.canonicalJSON)
     }
 
     /// One path segment: percent-encoded, and a segment of dots escaped too, so that no URL

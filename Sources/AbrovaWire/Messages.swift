@@ -318,12 +318,16 @@ public struct PullResponse: Hashable, Sendable {
     public var cursor: String
     /// Whether more changes wait after this page.
     public var hasMore: Bool
+    /// Documents that changed after the cursor and that the pull's scope no longer covers (a pull
+    /// with a `scope` of equalities and a cursor): a device that holds one lets it go.
+    public var left: [DocumentKey]
 
     /// A page.
-    public init(documents: [ServerDocument], cursor: String, hasMore: Bool) {
+    public init(documents: [ServerDocument], cursor: String, hasMore: Bool, left: [DocumentKey] = []) {
         self.documents = documents
         self.cursor = cursor
         self.hasMore = hasMore
+        self.left = left
     }
 
     /// The canonical JSON body: `{"cursor", "documents": [...], "hasMore"}`.
@@ -333,6 +337,7 @@ public struct PullResponse: Hashable, Sendable {
     public func body(form: PullForm) -> [UInt8] {
         var writer = Writer(form: form)
         for document in documents { writer.append(document) }
+        for key in left { writer.appendLeft(key) }
         return writer.finish(cursor: cursor, hasMore: hasMore)
     }
 
@@ -340,7 +345,8 @@ public struct PullResponse: Hashable, Sendable {
     /// and each document is encoded once.
     public struct Writer: Sendable {
         private var documentBytes: [UInt8] = []
-        /// How many documents it holds.
+        private var leftBytes: [UInt8] = []
+        /// How many documents it holds, those that left the scope included.
         public private(set) var count = 0
         /// Whether each document carries `data` beside its state (`PullForm`).
         private let includesData: Bool
@@ -351,7 +357,7 @@ public struct PullResponse: Hashable, Sendable {
         }
 
         /// The bytes of the documents so far.
-        public var byteCount: Int { documentBytes.count }
+        public var byteCount: Int { documentBytes.count + leftBytes.count }
 
         /// Adds `document` unless the documents would then hold more than `maximumBytes` and
         /// the page already holds one; returns whether it was added.
@@ -380,11 +386,31 @@ public struct PullResponse: Hashable, Sendable {
             }
         }
 
+        /// Adds a document the pull's scope no longer covers (`left`), on the terms of
+        /// `append(_:maximumBytes:)`; returns whether it was added.
+        @discardableResult
+        public mutating func appendLeft(_ key: DocumentKey, maximumBytes: Int = .max) -> Bool {
+            let mark = leftBytes.count
+            if !leftBytes.isEmpty { leftBytes.append(UInt8(ascii: ",")) }
+            // Keys in canonical order: collection, id.
+            leftBytes.append(contentsOf: #"{"collection":"#.utf8)
+            Value.writeJSONString(key.collection, to: &leftBytes)
+            leftBytes.append(contentsOf: #","id":"#.utf8)
+            Value.writeJSONString(key.id, to: &leftBytes)
+            leftBytes.append(UInt8(ascii: "}"))
+            guard byteCount <= maximumBytes || count == 0 else {
+                leftBytes.removeSubrange(mark...)
+                return false
+            }
+            count += 1
+            return true
+        }
+
         private mutating func append(maximumBytes: Int, _ write: (inout [UInt8]) -> Void) -> Bool {
             let mark = documentBytes.count
-            if count > 0 { documentBytes.append(UInt8(ascii: ",")) }
+            if !documentBytes.isEmpty { documentBytes.append(UInt8(ascii: ",")) }
             write(&documentBytes)
-            guard documentBytes.count <= maximumBytes || count == 0 else {
+            guard byteCount <= maximumBytes || count == 0 else {
                 documentBytes.removeSubrange(mark...)
                 return false
             }
@@ -395,13 +421,19 @@ public struct PullResponse: Hashable, Sendable {
         /// The page's body.
         public func finish(cursor: String, hasMore: Bool) -> [UInt8] {
             var bytes: [UInt8] = []
-            bytes.reserveCapacity(64 + cursor.utf8.count + documentBytes.count)
-            // Keys in canonical order: cursor, documents, hasMore.
+            bytes.reserveCapacity(72 + cursor.utf8.count + byteCount)
+            // Keys in canonical order: cursor, documents, hasMore, left (only when some left).
             bytes.append(contentsOf: #"{"cursor":"#.utf8)
             Value.writeJSONString(cursor, to: &bytes)
             bytes.append(contentsOf: #","documents":["#.utf8)
             bytes.append(contentsOf: documentBytes)
-            bytes.append(contentsOf: hasMore ? #"],"hasMore":true}"#.utf8 : #"],"hasMore":false}"#.utf8)
+            bytes.append(contentsOf: hasMore ? #"],"hasMore":true"#.utf8 : #"],"hasMore":false"#.utf8)
+            if !leftBytes.isEmpty {
+                bytes.append(contentsOf: #","left":["#.utf8)
+                bytes.append(contentsOf: leftBytes)
+                bytes.append(UInt8(ascii: "]"))
+            }
+            bytes.append(UInt8(ascii: "}"))
             return bytes
         }
     }
@@ -420,13 +452,26 @@ public struct PullResponse: Hashable, Sendable {
 
     /// Reads a page as a `Value` tree, then walks it: the reading that names what is wrong.
     static func readAsTree(_ bytes: [UInt8]) throws(Refusal) -> PullResponse {
-        let parts = try fields(of: try parse(bytes), allowed: ["documents", "cursor", "hasMore"], in: "the page")
+        let parts = try fields(of: try parse(bytes), allowed: ["documents", "cursor", "hasMore", "left"], in: "the page")
         guard case .array(let items)? = parts["documents"], case .bool(let hasMore)? = parts["hasMore"] else {
             throw Refusal.invalid("a page needs documents and hasMore")
         }
         var documents: [ServerDocument] = []
         for (index, item) in items.enumerated() { documents.append(try ServerDocument(wire: item, in: "documents[\(index)]")) }
-        return PullResponse(documents: documents, cursor: try string(parts["cursor"], named: "cursor"), hasMore: hasMore)
+        var left: [DocumentKey] = []
+        if let listed = parts["left"] {
+            guard case .array(let keys) = listed else { throw Refusal.invalid("left must be a list") }
+            for (index, key) in keys.enumerated() {
+                let context = "left[\(index)]"
+                let parts = try fields(of: key, allowed: ["collection", "id"], in: context)
+                left.append(
+                    DocumentKey(
+                        collection: try string(parts["collection"], named: "\(context).collection"),
+                        id: try string(parts["id"], named: "\(context).id")))
+            }
+        }
+        return PullResponse(
+            documents: documents, cursor: try string(parts["cursor"], named: "cursor"), hasMore: hasMore, left: left)
     }
 }
 
@@ -443,6 +488,7 @@ extension PullResponse {
             var cursor: String?
             var documents: [ServerDocument]?
             var hasMore: Bool?
+            var left: [DocumentKey]?
             while let key = try reader.nextKey() {
                 switch key {
                 case "cursor" where cursor == nil:
@@ -459,13 +505,23 @@ extension PullResponse {
                         read.append(document)
                     }
                     documents = read
+                case "left" where left == nil:
+                    guard case .array(let items) = try reader.readValue() else { return nil }
+                    var keys: [DocumentKey] = []
+                    for item in items {
+                        guard case .map(let parts) = item, parts.count == 2, case .string(let collection)? = parts["collection"],
+                            case .string(let id)? = parts["id"]
+                        else { return nil }
+                        keys.append(DocumentKey(collection: collection, id: id))
+                    }
+                    left = keys
                 default:
                     return nil
                 }
             }
             try reader.finish()
             guard let cursor, let documents, let hasMore else { return nil }
-            return PullResponse(documents: documents, cursor: cursor, hasMore: hasMore)
+            return PullResponse(documents: documents, cursor: cursor, hasMore: hasMore, left: left ?? [])
         } catch {
             return nil
         }

@@ -48,12 +48,51 @@ import Testing
         // Narrowed again before it was pulled: only what the scope still holds is asked for.
         #expect(try await store.setSyncScope(["carts"]))
         #expect(try await store.scopeWidening() == nil)
-        #expect(try await store.setSyncScope(nil))
+        #expect(try await store.setSyncScope(nil as SyncScope?))
         #expect(try await store.scopeWidening() == .everything)
         #expect(try await store.setSyncScope(["orders"]))
         #expect(try await store.scopeWidening() == .collections(["orders"]))
         try await store.finishScopeWidening(.collections(["orders"]))
         #expect(try await store.scopeWidening() == nil)
         #expect(try await store.setSyncScope(["orders"]) == false)
+    }
+
+    @Test func aDocumentThatLeftTheScopeGoesButWaitsForItsUnsentChanges() async throws {
+        let store = try LocalStore(path: folder.path("device.sqlite"))
+        let anas = try SyncScope(jsonText: #"[{"collection":"carts","where":{"owner":"ana"}}]"#)
+        #expect(try await store.setSyncScope(anas))
+        #expect(try await store.scopeWidening() == nil) // narrower than everything
+        var server = InMemoryServer()
+        let (c1, c2, c3) = (
+            DocumentKey(collection: "carts", id: "c1"), DocumentKey(collection: "carts", id: "c2"),
+            DocumentKey(collection: "carts", id: "c3")
+        )
+        for key in [c1, c2, c3] { try server.write(DocumentDelta.create(["owner": "ana"], base: .zero), to: key) }
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.updateData(for: c2, set: [try FieldPath("n"): 1])
+
+        // The page says c1 and c2 left: c1 goes at once, c2 once its change is sent.
+        try await store.applyPulledPage(pulled: [], cursor: page.cursor, left: [c1, c2])
+        #expect(try await store.document(c1).exists == false)
+        #expect(try await store.document(c2).exists)
+        let frozen = try #require(try await store.freezeBatch())
+        try server.write(DocumentDelta.update(set: [try FieldPath("owner"): "ben"], base: Version(2)), to: c2)
+        _ = try await store.settle(batch: frozen.batch.sequence, results: server.push(frozen.batch, strategy: .merge))
+        #expect(try await store.document(c2).exists == false)
+
+        // A write that makes a document stop matching keeps it until sent, then it goes.
+        try await store.updateData(for: c3, set: [try FieldPath("owner"): "cleo"])
+        #expect(try await store.document(c3).exists)
+        let next = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: next.batch.sequence, results: server.push(next.batch, strategy: .merge))
+        #expect(try await store.document(c3).exists == false)
+
+        // A page asked for under a wider scope brings what this one does not cover: it goes at
+        // the end of the pull.
+        let whole = server.pull(after: nil)
+        try await store.applyPulledPage(whole.documents, cursor: whole.cursor)
+        #expect(try await store.endOfPull() == [c2, c3])
+        #expect(try await store.document(c1).exists)
     }
 }

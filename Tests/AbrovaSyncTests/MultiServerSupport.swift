@@ -175,8 +175,8 @@ final class WatchedTransport: SyncTransport {
         }
     }
 
-    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
-        try await inner.pull(cursor: cursor, limit: limit, collections: collections)
+    func pull(cursor: String?, limit: Int, scope: SyncScope?) async throws(TransportFailure) -> PullResponse {
+        try await inner.pull(cursor: cursor, limit: limit, scope: scope)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {

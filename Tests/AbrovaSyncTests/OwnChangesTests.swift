@@ -23,8 +23,8 @@ final class PullRecordingTransport: SyncTransport {
         try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
-        let page = try await inner.pull(cursor: cursor, limit: limit, collections: collections)
+    func pull(cursor: String?, limit: Int, scope: SyncScope?) async throws(TransportFailure) -> PullResponse {
+        let page = try await inner.pull(cursor: cursor, limit: limit, scope: scope)
         pages.update { $0.append(page.documents.map(\.key)) }
         return page
     }
@@ -33,8 +33,8 @@ final class PullRecordingTransport: SyncTransport {
     func isReachable() async -> Bool { await inner.isReachable() }
     func serverLimits() async throws(TransportFailure) -> ServerLimits? { try await inner.serverLimits() }
     func sessionUser() async throws(TransportFailure) -> String?? { try await inner.sessionUser() }
-    func watch(cursor: String?, collections: [String]?) async throws(TransportFailure) -> Bool {
-        try await inner.watch(cursor: cursor, collections: collections)
+    func watch(cursor: String?, scope: SyncScope?) async throws(TransportFailure) -> Bool {
+        try await inner.watch(cursor: cursor, scope: scope)
     }
 }
 

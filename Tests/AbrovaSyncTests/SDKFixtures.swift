@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaServer
 import AbrovaSync
 import AbrovaTestSupport
@@ -39,9 +40,9 @@ final class CuttableTransport: SyncTransport {
         return try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
+    func pull(cursor: String?, limit: Int, scope: SyncScope?) async throws(TransportFailure) -> PullResponse {
         if isCut { throw .unreachable("the test cut the network") }
-        return try await inner.pull(cursor: cursor, limit: limit, collections: collections)
+        return try await inner.pull(cursor: cursor, limit: limit, scope: scope)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? {
@@ -98,9 +99,9 @@ final class SlowTransport: SyncTransport {
         return try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
+    func pull(cursor: String?, limit: Int, scope: SyncScope?) async throws(TransportFailure) -> PullResponse {
         try? await Task.sleep(for: pullDelay)
-        return try await inner.pull(cursor: cursor, limit: limit, collections: collections)
+        return try await inner.pull(cursor: cursor, limit: limit, scope: scope)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? { try await inner.document(key) }
@@ -122,10 +123,10 @@ final class PullCountingTransport: SyncTransport {
         try await inner.push(body: body, pullCursor: pullCursor)
     }
 
-    func pull(cursor: String?, limit: Int, collections: [String]?) async throws(TransportFailure) -> PullResponse {
+    func pull(cursor: String?, limit: Int, scope: SyncScope?) async throws(TransportFailure) -> PullResponse {
         begun.increment()
         defer { ended.increment() }
-        return try await inner.pull(cursor: cursor, limit: limit, collections: collections)
+        return try await inner.pull(cursor: cursor, limit: limit, scope: scope)
     }
 
     func document(_ key: DocumentKey) async throws(TransportFailure) -> ServerDocument? { try await inner.document(key) }

@@ -45,6 +45,16 @@ public struct PulledState: Sendable {
         return DocumentState(existence: existence, fields: byPath)
     }
 
+    /// Whether the document exists.
+    public var exists: Bool { read?.exists ?? existence.exists }
+
+    /// The live value at `path` as apps see it (`DocumentState.liveValue(within:)`).
+    public func liveValue(at path: FieldPath) -> Value? {
+        if let read { return read.liveValue(within: path) }
+        // Flat: top-level registers, none holding a map, so a nested path holds nothing.
+        return fields.first { $0.path == path }?.register.value
+    }
+
     /// What a device stores for the state: `DocumentState.storedForms`, written on the way when the
     /// reader could.
     public var storedForms: (versions: [UInt8], view: String?) {
