@@ -26,6 +26,12 @@ struct ServeOptions {
     var maximumPageBytes = WireLimits().maximumPageBytes
     var maximumConnectionsPerAddress = 256
     var minimumBytesPerSecond = HTTPServerConfiguration().minimumBytesPerSecond
+    var logFormat = LogFormat.text
+    /// `--metrics-port`: `GET /metrics` on a listener of its own.
+    var metricsPort: UInt16?
+    /// `--metrics-token`: the bearer token a scraper sends; without one the metrics listen on
+    /// loopback only.
+    var metricsToken: String?
 
     /// Whether the server binds 127.0.0.1 only. Development mode lets anyone act as any user, so it
     /// stays on this machine unless asked for by a flag that says so.
@@ -44,8 +50,11 @@ struct ServeOptions {
 /// Callbacks handed to C (the HTTP server's) live here, outside `main.swift`, so that they are not
 /// main-actor isolated.
 func runServer(_ options: ServeOptions) throws {
+    let format = options.logFormat
+    let say: @Sendable (String) -> Void = { logLine(format.line($0)) }
+    let warn: @Sendable (String) -> Void = { logLine(format.line($0, level: "warning")) }
     let rules = try options.rulesPath.map { path in try RuleBook(json: try readFile(path)) } ?? RuleBook()
-    let authFile = try options.authPath.map { path throws(Refusal) in try AuthFile(path: path, log: logLine) }
+    let authFile = try options.authPath.map { path throws(Refusal) in try AuthFile(path: path, log: say) }
     let authenticator: any Authenticator = authFile ?? DevelopmentAuthenticator()
     let store: any ServerStore
     let storeName: String
@@ -70,7 +79,7 @@ func runServer(_ options: ServeOptions) throws {
     let service = try SyncService(
         store: store, rules: rules,
         configuration: ServiceConfiguration(
-            limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: logLine))
+            limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: { logLine(format.line($0, level: "error")) }))
     var http = HTTPServerConfiguration(
         port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly,
         maximumConnectionsPerAddress: options.maximumConnectionsPerAddress,
@@ -81,16 +90,28 @@ func runServer(_ options: ServeOptions) throws {
         bodyLimits.maximumBodyBytes = bytes
         bodyLimits.maximumDecompressedBytes = bytes
     }
-    let handler = SyncHTTPHandler(service: service, authenticator: authenticator, limits: bodyLimits, log: logLine)
+    let handler = SyncHTTPHandler(service: service, authenticator: authenticator, limits: bodyLimits, logFormat: format, log: logLine)
     let server = try HTTPServer(configuration: http) { request in
         handler.handle(request)
     }
-    logLine("abrova \(AbrovaRelease.version)")
-    logLine("abrova serving \(storeName) (\(http.loopbackOnly ? "127.0.0.1 only" : "every interface")) on port \(server.port)")
+    var metricsServer: HTTPServer?
+    if let port = options.metricsPort {
+        // Without a token the metrics stay on this machine.
+        let metricsHTTP = HTTPServerConfiguration(
+            port: port, threadCount: 1, loopbackOnly: options.metricsToken == nil || http.loopbackOnly)
+        let metrics = MetricsHTTPHandler(service: service, token: options.metricsToken)
+        metricsServer = try HTTPServer(configuration: metricsHTTP) { request in metrics.handle(request) }
+    }
+    say("abrova \(AbrovaRelease.version)")
+    say("abrova serving \(storeName) (\(http.loopbackOnly ? "127.0.0.1 only" : "every interface")) on port \(server.port)")
+    if let metricsServer {
+        let reach = options.metricsToken == nil || http.loopbackOnly ? "127.0.0.1 only" : "every interface, with its token"
+        say("abrova metrics on port \(metricsServer.port) (\(reach)): GET /metrics")
+    }
     if authFile == nil {
-        logLine("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
+        warn("warning: no --auth file: development mode, any API key is accepted and a bearer token is its user's id")
         if options.developmentOnAllInterfaces {
-            logLine(
+            warn(
                 "WARNING: --dev-on-all-interfaces: development mode on every interface; anyone who can reach this port can read and write as any user"
             )
         }
@@ -103,7 +124,7 @@ func runServer(_ options: ServeOptions) throws {
         do {
             try service.purgeExpiredTombstones()
         } catch {
-            logLine("tombstone purge failed: \(error)")
+            warn("tombstone purge failed: \(error)")
         }
     }
     purge.resume()
@@ -127,12 +148,13 @@ func runServer(_ options: ServeOptions) throws {
         sources.append(hangUp)
     }
     stopped.wait()
-    logLine("stopping: finishing requests in flight")
+    say("stopping: finishing requests in flight")
     purge.cancel()
     // Waiting watches are told "nothing new" first, so their devices simply watch again elsewhere.
     service.stopWatching()
     server.shutdown(timeout: .seconds(30))
-    logLine("stopped")
+    metricsServer?.shutdown(timeout: .seconds(1))
+    say("stopped")
 }
 
 /// Why the server could not start, in words.

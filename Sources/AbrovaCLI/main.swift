@@ -20,7 +20,8 @@ let serveUsage = """
                         [--rules FILE] [--auth FILE] [--threads N] [--retention-days N] [--loopback]
                         [--dev-on-all-interfaces] [--max-body-bytes N] [--max-batch-changes N]
                         [--max-page-bytes N] [--max-connections-per-address N]
-                        [--min-bytes-per-second N]
+                        [--min-bytes-per-second N] [--log-format text|json]
+                        [--metrics-port N [--metrics-token TOKEN]]
 
       --port N            port to listen on (default 8080; 0 picks a free one)
       --database PATH     the SQLite database, created when missing (default ./abrova.sqlite)
@@ -46,6 +47,12 @@ let serveUsage = """
       --min-bytes-per-second N  the slowest a request may arrive or an answer be taken, on
                           average after a 10 s grace (default 1024; 0: no minimum); slower
                           connections are closed
+      --log-format F      text (the default) or json: one JSON object a line, each request with
+                          its id (also in the answer's X-Request-Id header)
+      --metrics-port N    GET /metrics (Prometheus text format) on this port of its own; on
+                          127.0.0.1 only unless --metrics-token is given
+      --metrics-token T   a scraper must send Authorization: Bearer T; the metrics then listen
+                          where the server does
     """
 
 func fail(_ message: String) -> Never {
@@ -126,6 +133,17 @@ while !arguments.isEmpty {
             fail("--min-bytes-per-second takes a number of bytes, 0 for no minimum")
         }
         options.minimumBytesPerSecond = bytes
+    case "--log-format":
+        guard let format = LogFormat(rawValue: value) else { fail("--log-format takes text or json") }
+        options.logFormat = format
+    case "--metrics-port":
+        guard let port = UInt16(value) else { fail("--metrics-port takes a number from 0 to 65535") }
+        options.metricsPort = port
+    case "--metrics-token":
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            fail("--metrics-token takes a token of printable ASCII without spaces")
+        }
+        options.metricsToken = value
     case "--max-page-bytes":
         guard let bytes = Int(value), bytes > 0 else { fail("--max-page-bytes takes a positive number of bytes") }
         options.maximumPageBytes = bytes
@@ -138,6 +156,9 @@ if options.postgresURL != nil && CommandLine.arguments.contains("--database") {
 }
 if options.developmentOnAllInterfaces && options.authPath != nil {
     fail("--dev-on-all-interfaces is for development mode; with --auth the server listens on every interface unless --loopback")
+}
+if options.metricsToken != nil && options.metricsPort == nil {
+    fail("--metrics-token is for the metrics listener; give --metrics-port too")
 }
 if options.developmentOnAllInterfaces && options.loopbackOnly {
     fail("--dev-on-all-interfaces and --loopback contradict each other; give one")

@@ -19,6 +19,11 @@ public final class PostgresPool: Sendable {
         state = Pool()
     }
 
+    /// Connections open now (lent or idle), idle now, and the most the pool opens.
+    public var statistics: (open: Int, idle: Int, maximum: Int) {
+        state.condition.withLock { (state.open, state.idle.count, maximumConnections) }
+    }
+
     /// Runs `body` on a connection of the pool.
     ///
     /// - Throws: what `body` throws, or `PostgresError` when no connection can be opened.

@@ -181,6 +181,11 @@ public final class PostgresServerStore: ServerStore, Sendable {
         try retryingOnce { try pool.withConnection(Self.horizon) }
     }
 
+    public var connectionStatistics: ConnectionStatistics? {
+        let (open, idle, maximum) = pool.statistics
+        return ConnectionStatistics(open: open, idle: idle, maximum: maximum)
+    }
+
     public func latestVersion() throws -> Version {
         try retryingOnce {
             try pool.withConnection { connection in

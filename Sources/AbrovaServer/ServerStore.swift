@@ -81,6 +81,8 @@ public protocol ServerStore: Sendable {
     /// The highest version of a committed document (no higher than the last commit's): every
     /// document of a version at or below it was committed before this was read.
     func latestVersion() throws -> Version
+    /// The store's connections to its database, when it keeps a pool (`nil`: it does not).
+    var connectionStatistics: ConnectionStatistics? { get }
     /// A random key made once per database, which signs cursors (every server process on the
     /// database accepts the others' cursors).
     func cursorKey() throws -> [UInt8]
@@ -139,7 +141,26 @@ public protocol CommitObservation: Sendable {
     func cancel()
 }
 
+/// How many connections a store's pool holds.
+public struct ConnectionStatistics: Hashable, Sendable {
+    /// Open now, lent or idle.
+    public var open: Int
+    /// Open and waiting to be lent.
+    public var idle: Int
+    /// The most the pool opens.
+    public var maximum: Int
+
+    public init(open: Int, idle: Int, maximum: Int) {
+        self.open = open
+        self.idle = idle
+        self.maximum = maximum
+    }
+}
+
 extension ServerStore {
+    /// A store without a pool says nothing of connections.
+    public var connectionStatistics: ConnectionStatistics? { nil }
+
     /// One process writes to the database: its own pushes are all the commits there are.
     public func observeCommits(_ committed: @escaping @Sendable () -> Void) -> (any CommitObservation)? { nil }
 

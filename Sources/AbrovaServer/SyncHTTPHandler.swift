@@ -41,60 +41,88 @@ public struct SyncHTTPHandler: Sendable {
     public let authenticator: any Authenticator
     /// Body limits and answer compression.
     public let limits: BodyLimits
-    /// Receives one line per request: method, path, status, duration, caller; what the client sent
-    /// is escaped (`escapedForLog`).
+    /// Receives one line per request (`RequestRecord`): its id, method, path, status, duration,
+    /// caller.
     public let log: @Sendable (String) -> Void
+    /// How those lines are written.
+    public let logFormat: LogFormat
 
     /// A handler for `service`.
     public init(
         service: SyncService, authenticator: any Authenticator, limits: BodyLimits = BodyLimits(),
-        log: @escaping @Sendable (String) -> Void = { _ in }
+        logFormat: LogFormat = .text, log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.service = service
         self.authenticator = authenticator
         self.limits = limits
+        self.logFormat = logFormat
         self.log = log
     }
 
-    /// Answers one request.
+    /// Answers one request. Every answer carries the request's id in `X-Request-Id` (the
+    /// client's, when it sent a usable one), which its log line names too.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         let start = ContinuousClock.now
+        let id = RequestRecord.id(sentAs: request.headers["x-request-id"])
         var caller: Caller?
         do {
             if let watch = try preparedWatch(request, caller: &caller) {
                 // Answered later, from the service's thread; logged then, with the whole wait.
                 return .deferred { [self, caller] responder in
                     let waiting = watch.wait { changed in
-                        let response = encoded(status: 200, body: WatchResponse(changed: changed).body, for: request, closing: true)
-                        logAnswer(to: request, status: response.status, since: start, caller: caller)
+                        var response = encoded(status: 200, body: WatchResponse(changed: changed).body, for: request, closing: true)
+                        response.headers.append(("X-Request-Id", id))
+                        record(request, id: id, status: response.status, since: start, caller: caller)
                         responder.send(response)
                     }
                     // A client that hangs up drops its watch at once (the server closed the
                     // connection); logged as nginx logs one, 499.
                     responder.onClientGone { [self] in
                         waiting.cancel()
-                        logAnswer(to: request, status: 499, since: start, caller: caller)
+                        record(request, id: id, status: 499, since: start, caller: caller)
                     }
                 }
             }
-            let response = try route(request, caller: &caller)
-            logAnswer(to: request, status: response.status, since: start, caller: caller)
+            var response = try route(request, caller: &caller)
+            response.headers.append(("X-Request-Id", id))
+            record(request, id: id, status: response.status, since: start, caller: caller)
             return response
         } catch {
             var response = encoded(status: error.statusCode, body: error.body, for: request)
             if error.reason == .overloaded { response.headers.append(("Retry-After", "5")) }
-            logAnswer(to: request, status: response.status, since: start, caller: caller)
+            response.headers.append(("X-Request-Id", id))
+            service.metrics.add("abrova_rejections_total", [("reason", error.reason.rawValue)])
+            if error.reason == .unavailable || error.reason == .failed {
+                service.metrics.add("abrova_database_errors_total", [("kind", error.reason.rawValue)])
+            }
+            record(request, id: id, status: response.status, since: start, caller: caller)
             return response
         }
     }
 
-    private func logAnswer(to request: HTTPRequest, status: Int, since start: ContinuousClock.Instant, caller: Caller?) {
+    /// Logs an answered request and counts it.
+    private func record(_ request: HTTPRequest, id: String, status: Int, since start: ContinuousClock.Instant, caller: Caller?) {
         let duration = (ContinuousClock.now - start).components
-        let milliseconds = Double(duration.seconds) * 1_000 + Double(duration.attoseconds) / 1e15
-        let callerField = caller.map { "caller=\(escapedForLog($0.description))" } ?? ""
-        log(
-            "\(escapedForLog(request.method)) \(escapedForLog(request.path)) \(status) \(String(format: "%.1f", milliseconds)) ms \(callerField)"
-        )
+        let seconds = Double(duration.seconds) + Double(duration.attoseconds) / 1e18
+        let route = Self.routeName(request.path)
+        service.metrics.add("abrova_http_requests_total", [("route", route), ("status", String(status))])
+        service.metrics.observe("abrova_http_request_duration_seconds", [("route", route)], seconds: seconds)
+        let entry = RequestRecord(
+            id: id, method: request.method, path: request.path, status: status, milliseconds: seconds * 1_000,
+            caller: caller?.description)
+        log(entry.line(logFormat))
+    }
+
+    /// The route a path names, for metrics: a handful of names, whatever paths clients send.
+    static func routeName(_ path: String) -> String {
+        switch path {
+        case "/v1/push": "push"
+        case "/v1/pull": "pull"
+        case "/v1/watch": "watch"
+        case "/v1/health": "health"
+        case "/v1/session": "session"
+        default: path.hasPrefix("/v1/docs/") ? "docs" : "other"
+        }
     }
 
     /// `GET /v1/watch`, checked: the watch to wait for; `nil` for every other route.
@@ -122,6 +150,8 @@ public struct SyncHTTPHandler: Sendable {
         let segments = request.path.hasPrefix("/") ? request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() : []
         switch (request.method, Array(segments)) {
         case ("GET", ["v1", "health"]):
+            // `?ready`: for load balancers, whether the database answers too.
+            if request.query["ready"] != nil { try service.checkReady() }
             return encoded(status: 200, body: HealthResponse(limits: announcedLimits).body, for: request)
         case ("GET", ["v1", "session"]):
             let who = try authenticate(request)
@@ -206,7 +236,12 @@ public struct SyncHTTPHandler: Sendable {
             return request.body
         case "zstd":
             do {
-                return try Zstd.decompress(request.body, limit: limits.maximumDecompressedBytes, maximumWindowLog: limits.maximumWindowLog)
+                let body = try Zstd.decompress(
+                    request.body, limit: limits.maximumDecompressedBytes, maximumWindowLog: limits.maximumWindowLog)
+                service.metrics.add(
+                    "abrova_zstd_bytes_total", [("direction", "request"), ("form", "compressed")], Double(request.body.count))
+                service.metrics.add("abrova_zstd_bytes_total", [("direction", "request"), ("form", "raw")], Double(body.count))
+                return body
             } catch  where error.code == .tooLarge {
                 throw Refusal(
                     .tooLarge, "the zstd body expands past \(limits.maximumDecompressedBytes) bytes (limit maximumDecompressedBytes)")
@@ -228,6 +263,8 @@ public struct SyncHTTPHandler: Sendable {
                 $0.trimmingCharacters(in: .whitespaces).split(separator: ";").first == "zstd"
             } ?? false
         if accepts, body.count >= limits.compressionThreshold, let compressed = try? Zstd.compress(body, level: limits.compressionLevel) {
+            service.metrics.add("abrova_zstd_bytes_total", [("direction", "answer"), ("form", "compressed")], Double(compressed.count))
+            service.metrics.add("abrova_zstd_bytes_total", [("direction", "answer"), ("form", "raw")], Double(body.count))
             return .json(
                 status: status, compressed,
                 headers: [("Content-Encoding", "zstd"), ("Vary", "Accept-Encoding")] + (closing ? [("Connection", "close")] : []))

@@ -44,6 +44,8 @@ public final class SyncService: Sendable {
     public let rules: RuleBook
     /// The set-up.
     public let configuration: ServiceConfiguration
+    /// What the service counts for its operator (`GET /metrics`).
+    public let metrics = ServerMetrics()
     private let cursors: CursorCodec
     private let watches: WatchHub
 
@@ -100,6 +102,8 @@ public final class SyncService: Sendable {
         let now = configuration.clock()
         var applied = false
         defer { if applied { watches.changesCommitted() } }
+        // The results of the try that committed (`nil`: the stored answer of a retry).
+        var committedResults: [ChangeResult]?
         let answer = try Self.storeCall(log: configuration.log) {
             try store.write { transaction in
                 if let record = try transaction.client(batch.clientID, of: user) {
@@ -109,6 +113,7 @@ public final class SyncService: Sendable {
                                 .reusedBatch,
                                 "batch \(batch.sequence) of this client was applied with another body; a new batch needs a new number")
                         }
+                        committedResults = nil
                         return record.answer
                     }
                     guard batch.sequence > record.sequence else {
@@ -169,6 +174,7 @@ public final class SyncService: Sendable {
                     }
                     results += unitResults
                 }
+                committedResults = results
                 let answer = PushResponse(results: results).body
                 try transaction.saveClient(
                     ClientRecord(
@@ -180,6 +186,7 @@ public final class SyncService: Sendable {
                 return PushResponse.adding(cursor: cursors.cursor(for: taken.upperBound, caller: caller), to: answer)
             }
         }
+        if let committedResults { count(committedResults, of: request) }
         if let hook = configuration.afterPushCommit {
             do {
                 try hook(request)
@@ -188,6 +195,45 @@ public final class SyncService: Sendable {
             }
         }
         return answer
+    }
+
+    /// Counts a committed batch's results in `metrics`.
+    private func count(_ results: [ChangeResult], of request: PushRequest) {
+        for (change, result) in zip(request.batch.changes, results) {
+            let strategy = (change.strategy ?? request.strategy).rawValue
+            switch result {
+            case .applied(_, _, let conflicts), .unresolved(_, let conflicts):
+                let isApplied = if case .applied = result { true } else { false }
+                metrics.add("abrova_push_changes_total", [("strategy", strategy), ("result", isApplied ? "applied" : "unresolved")])
+                for conflict in conflicts {
+                    metrics.add("abrova_conflicts_total", [("strategy", strategy), ("outcome", conflict.outcome.rawValue)])
+                }
+            case .rejected(let reason, _):
+                metrics.add("abrova_push_changes_total", [("strategy", strategy), ("result", "rejected")])
+                metrics.add("abrova_rejections_total", [("reason", reason.rawValue)])
+            }
+        }
+    }
+
+    /// Checks that the store answers (`GET /v1/health?ready`).
+    ///
+    /// - Throws: `Refusal` `.unavailable` or `.failed` when it does not.
+    public func checkReady() throws(Refusal) {
+        _ = try Self.storeCall(log: configuration.log) { try store.latestVersion() }
+    }
+
+    /// The gauges `GET /metrics` shows beside the counters: watches waiting, and the database's
+    /// connections when the store keeps a pool.
+    public var gauges: [ServerMetrics.Gauge] {
+        var gauges = [ServerMetrics.Gauge("abrova_watches_active", [], Double(watchCount))]
+        if let pool = store.connectionStatistics {
+            gauges += [
+                ServerMetrics.Gauge("abrova_database_connections", [("state", "open")], Double(pool.open)),
+                ServerMetrics.Gauge("abrova_database_connections", [("state", "idle")], Double(pool.idle)),
+                ServerMetrics.Gauge("abrova_database_connections", [("state", "maximum")], Double(pool.maximum)),
+            ]
+        }
+        return gauges
     }
 
     /// Joins one change into its document: settled by the strategy, checked by the rules, saved at
@@ -357,7 +403,7 @@ public final class SyncService: Sendable {
         // A document a scope's equalities leave out is named in `left` when the device may hold it
         // from before: not when it has not changed since this pull started from the beginning.
         var freshThrough = start.freshThrough
-        if after == .zero, scope?.hasEqualities == true {
+        if cursor?.isEmpty ?? true, scope?.hasEqualities == true {
             freshThrough = try Self.storeCall(log: configuration.log) { try store.latestVersion() }
         }
         // Unreadable documents are skipped, so a page is scanned in rounds until it is full; a
@@ -437,6 +483,8 @@ public final class SyncService: Sendable {
             if !hasMore { break }
         }
         let next = cursors.cursor(for: CursorCodec.Position(version: position, freshThrough: freshThrough), caller: caller)
+        metrics.add("abrova_pulls_total")
+        metrics.add("abrova_pull_documents_total", [], Double(pageCount))
         return (
             PullResponse(documents: documents, cursor: next, hasMore: hasMore, left: left),
             page.finish(cursor: next, hasMore: hasMore)

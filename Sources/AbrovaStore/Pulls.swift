@@ -100,6 +100,21 @@ extension LocalStore {
         }
     }
 
+    /// Before a pull from the beginning (no cursor yet): a store that holds documents already
+    /// (pulled by a widening, written and sent, read online) follows the pull as a resync, so that
+    /// what the pull does not bring leaves at its end. (A scope's pull from the beginning names in
+    /// `left` only what changed since it started: a document this store took before may have
+    /// left the scope unnamed.)
+    ///
+    /// - Throws: `StoreError`.
+    package func beginPullFromTheBeginning() throws(StoreError) {
+        let holdsDocuments = try translatingErrors {
+            guard !memory.isResyncing, try meta("cursor") == nil else { return false }
+            return try database.queryFirst("SELECT 1 FROM documents LIMIT 1") { _ in true } ?? false
+        }
+        if holdsDocuments { try beginResync() }
+    }
+
     /// Ends a pull that reached the server's last page: when it was a resync's, the documents it
     /// did not bring leave the device. One that has unsent changes keeps them, on nothing
     /// confirmed (the server has no such document for this user any more). Returns the

@@ -118,6 +118,8 @@ extension LocalStore {
                         "UPDATE pending SET as_written = 0 WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                     try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                     view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
+                    // A resolution that takes the document out of the sync scope: it leaves once sent.
+                    if try isOutsideScope(key, state: view) { try setMeta("scope_leftovers", "1", in: database) }
                 }
                 memory.resolvedConflict(key, intoRow: sequence, delta: delta, writes: 1, parts: nil, viewJSON: view.documentJSON)
                 notify(changed: [key])
@@ -148,6 +150,8 @@ extension LocalStore {
                     "UPDATE pending SET as_written = 0 WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                 try database.run("DELETE FROM unresolved WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
                 view = try reapplyUnsentChanges(of: key, onto: confirmed, in: database)
+                // A resolution that takes the document out of the sync scope: it leaves once sent.
+                if try isOutsideScope(key, state: view) { try setMeta("scope_leftovers", "1", in: database) }
             }
             memory.resolvedConflict(
                 key, intoRow: first.sequence, delta: delta, writes: first.writes + 1, parts: keptParts,

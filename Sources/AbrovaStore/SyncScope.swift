@@ -183,35 +183,81 @@ extension LocalStore {
             }
             // Unsent changes, and conflicts left to the resolver, keep their documents for now.
             let isKept = { (key: DocumentKey) in self.memory.unsent[key] != nil || self.memory.heldDocuments.contains(key) }
+            // A document a page said left, kept then, goes once settled unless a newer state came
+            // since (its view then says): what it shows is older than what the server said.
+            var stillLeft: [LeftDocument] = []
+            for left in try leftDocuments() {
+                if isKept(left.key) {
+                    stillLeft.append(left)
+                } else if try loaded(left.key).confirmed.version <= left.version, !outside.contains(left.key) {
+                    outside.append(left.key)
+                }
+            }
             let leaving = outside.filter { !isKept($0) }
             // A document with unsent changes may have no row yet: one that may be outside keeps
             // the mark, so that it leaves once it has one.
             let mayBeOutside = { (key: DocumentKey) in scope.map { !$0.coversWhole(key.collection) } ?? false }
             let keepsSome =
                 leaving.count < outside.count || memory.unsent.keys.contains(where: mayBeOutside)
-                || memory.heldDocuments.contains(where: mayBeOutside)
-            try remove(leaving, keepingLeftovers: keepsSome)
+                || memory.heldDocuments.contains(where: mayBeOutside) || !stillLeft.isEmpty
+            try remove(leaving, keepingLeftovers: keepsSome, stillLeft: stillLeft)
             return Set(leaving)
         }
     }
 
     /// Removes documents a page said left the scope: at once, but those with unsent changes or
-    /// conflicts left to the resolver, which go once settled.
+    /// conflicts left to the resolver, which go once settled (`meta.scope_left` keeps them with
+    /// the version they had then).
     func removeLeftDocuments(_ keys: [DocumentKey], in database: Database) throws -> [DocumentKey] {
         var leaving: [DocumentKey] = []
+        var kept: [LeftDocument] = []
         for key in keys {
             if memory.unsent[key] != nil || memory.heldDocuments.contains(key) {
-                try setMeta("scope_leftovers", "1", in: database)
+                kept.append(LeftDocument(key: key, version: try loaded(key).confirmed.version))
                 continue
             }
             try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
             if database.changes == 1 { leaving.append(key) }
         }
+        if !kept.isEmpty {
+            let earlier = try leftDocuments().filter { old in !kept.contains { $0.key == old.key } }
+            try saveLeftDocuments(earlier + kept, in: database)
+            try setMeta("scope_leftovers", "1", in: database)
+        }
         return leaving
     }
 
-    private func remove(_ leaving: [DocumentKey], keepingLeftovers: Bool) throws {
+    /// A document a page said left the scope, kept for its unsent changes, and the version of its
+    /// confirmed state then.
+    struct LeftDocument: Equatable {
+        let key: DocumentKey
+        let version: Version
+    }
+
+    private func leftDocuments() throws -> [LeftDocument] {
+        guard let stored = try meta("scope_left"), case .array(let items) = try Value(json: Array(stored.utf8)) else { return [] }
+        return items.compactMap { item in
+            guard case .array(let parts) = item, parts.count == 3, case .string(let collection) = parts[0],
+                case .string(let id) = parts[1], case .int(let version) = parts[2]
+            else { return nil }
+            return LeftDocument(key: DocumentKey(collection: collection, id: id), version: Version(UInt64(clamping: version)))
+        }
+    }
+
+    private func saveLeftDocuments(_ documents: [LeftDocument], in database: Database) throws {
+        guard !documents.isEmpty else {
+            try database.run("DELETE FROM meta WHERE key = 'scope_left'")
+            return
+        }
+        let items = documents.map {
+            Value.array([.string($0.key.collection), .string($0.key.id), .int(Int64(clamping: $0.version.rawValue))])
+        }
+        try setMeta("scope_left", Value.array(items).canonicalJSON, in: database)
+    }
+
+    private func remove(_ leaving: [DocumentKey], keepingLeftovers: Bool, stillLeft: [LeftDocument]) throws {
         try database.write { database in
+            try saveLeftDocuments(stillLeft, in: database)
             for key in leaving {
                 try database.run("DELETE FROM documents WHERE collection = ? AND id = ?", [.text(key.collection), .text(key.id)])
             }

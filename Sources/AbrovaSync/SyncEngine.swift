@@ -607,6 +607,7 @@ actor SyncRunner {
         var resynced = false
         let (scope, widening) = try await store.syncScopeAndWidening()
         guard try await pullScopeWidening(widening, into: &result) else { return }
+        try await store.beginPullFromTheBeginning()
         var cursor = try await store.pullCursor()
         var request = fetchPage(after: cursor, of: scope)
         // A page fetched ahead is not needed once the run ends another way.

@@ -110,6 +110,24 @@ extension ServerSuites {
             #expect(cursor.count == first.cursor.count - 11)
         }
 
+        /// A pull that found nothing keeps, in its cursor at version 0, the version it started with.
+        @Test(arguments: StoreKind.available)
+        func aCursorAtTheBeginningKeepsTheVersionItsPullStartedWith(kind: StoreKind) throws {
+            let live = try LiveServer(kind)
+            #expect(try live.push(makeRequest([(Self.key("orders", "o1"), try .create(["n": 1], base: .zero))], sequence: 1)).status == 200)
+            let scope = "scope=" + Self.encoded(#"[{"collection":"carts","where":{"owner":"ana"}}]"#)
+            let empty = try page(live, scope)
+            #expect(empty.documents.isEmpty && !empty.hasMore)
+            let cart = Self.key("carts", "c1")
+            #expect(try live.push(makeRequest([(cart, try .create(["owner": "ana"], base: .zero))], sequence: 2)).status == 200)
+            #expect(
+                try live.push(makeRequest([(cart, try .update(set: [try FieldPath("owner"): "ben"], base: Version(2)))], sequence: 3))
+                    .status
+                    == 200)
+            // The device may hold c1 (it wrote it): the page names it.
+            #expect(try page(live, "cursor=\(empty.cursor)&" + scope).left == [cart])
+        }
+
         @Test(arguments: StoreKind.available)
         func aScopeThatCannotBeIsA400NamingWhy(kind: StoreKind) throws {
             let live = try LiveServer(kind)

@@ -99,6 +99,7 @@ private struct KeepingStore: ServerStore {
     func purgeTombstones(deletedBefore time: Date) throws -> Version { try store.purgeTombstones(deletedBefore: time) }
     func tombstoneHorizon() throws -> Version { try store.tombstoneHorizon() }
     func latestVersion() throws -> Version { try store.latestVersion() }
+    var connectionStatistics: ConnectionStatistics? { store.connectionStatistics }
     func cursorKey() throws -> [UInt8] { try store.cursorKey() }
 }
 

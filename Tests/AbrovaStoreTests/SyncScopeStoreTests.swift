@@ -95,4 +95,23 @@ import Testing
         #expect(try await store.endOfPull() == [c2, c3])
         #expect(try await store.document(c1).exists)
     }
+
+    /// A document named in `left` while it had an unsent change goes once that change is settled,
+    /// even when the settle leaves it as it was before (a refusal rolls back onto the old state,
+    /// which the scope still covers): what it shows is older than what the server said.
+    @Test func aDocumentThatLeftGoesAfterItsRefusedChangeEvenIfItsOldStateMatches() async throws {
+        let store = try LocalStore(path: folder.path("device.sqlite"))
+        #expect(try await store.setSyncScope(try SyncScope(jsonText: #"[{"collection":"carts","where":{"owner":"ana"}}]"#)))
+        var server = InMemoryServer()
+        let cart = DocumentKey(collection: "carts", id: "c1")
+        try server.write(DocumentDelta.create(["owner": "ana"], base: .zero), to: cart)
+        let page = server.pull(after: nil)
+        try await store.applyPulledPage(page.documents, cursor: page.cursor)
+        try await store.updateData(for: cart, set: [try FieldPath("n"): 1])
+        try await store.applyPulledPage(pulled: [], cursor: page.cursor, left: [cart])
+        #expect(try await store.document(cart).exists)
+        let frozen = try #require(try await store.freezeBatch())
+        _ = try await store.settle(batch: frozen.batch.sequence, results: [.rejected(reason: .forbidden, message: "not yours any more")])
+        #expect(try await store.document(cart).exists == false)
+    }
 }

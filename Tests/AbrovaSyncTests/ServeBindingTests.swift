@@ -1,3 +1,4 @@
+import AbrovaCore
 import AbrovaTestSupport
 import Foundation
 import Testing
@@ -50,6 +51,33 @@ import Testing
             #expect(child.log.contains("abrova: cannot open the database \(path): unable to open database file"), "\(child.log)")
             #expect(!child.log.contains("warning"))
             #expect(!child.log.contains("SQLite error"))
+        }
+
+        @Test func metricsListenOnLoopbackAndJSONLogsNameEachRequestsId() async throws {
+            let server = try await ServedCLI.start(["--log-format", "json", "--metrics-port", "0"])
+            let metricsPort = try #require(
+                server.log.firstMatch(of: /metrics on port (\d+)/).flatMap { UInt16($0.1) }, "\(server.log)")
+            #expect(Set(try listeningAddresses(port: metricsPort)) == [Self.loopback])
+            let health = try RawHTTPConnection.get(port: server.port, "/v1/health", headers: ["X-Request-Id": "probe-1"])
+            #expect(health.headers["x-request-id"] == "probe-1")
+            let metrics = try RawHTTPConnection.get(port: metricsPort, "/metrics")
+            #expect(metrics.status == 200)
+            #expect(String(decoding: metrics.body, as: UTF8.self).contains(#"abrova_http_requests_total{route="health",status="200"} 1"#))
+            #expect(await eventually { server.log.contains(#""id":"probe-1""#) })
+            for line in server.log.split(separator: "\n") {
+                let object = try? Value(json: Array(line.utf8))
+                #expect(object?.mapValue?["msg"] != nil, "not a JSON log line: \(line)")
+            }
+            await server.stop()
+        }
+
+        @Test func metricsWithATokenListenWhereTheServerDoesAndWantIt() async throws {
+            let server = try await ServedCLI.start(["--metrics-port", "0", "--metrics-token", "s3cret"], withAuth: true)
+            let metricsPort = try #require(server.log.firstMatch(of: /metrics on port (\d+)/).flatMap { UInt16($0.1) })
+            #expect(Set(try listeningAddresses(port: metricsPort)) == [Self.everyInterface])
+            #expect(try RawHTTPConnection.get(port: metricsPort, "/metrics").status == 401)
+            #expect(try RawHTTPConnection.get(port: metricsPort, "/metrics", headers: ["Authorization": "Bearer s3cret"]).status == 200)
+            await server.stop()
         }
 
         @Test func versionSaysTheRelease() async throws {
@@ -110,3 +138,14 @@ import Testing
         func stop() async { await child.stop() }
     }
 #endif
+
+extension RawHTTPConnection {
+    /// One GET on a new connection, and its answer.
+    static func get(port: UInt16, _ target: String, headers: [String: String] = [:]) throws -> Response {
+        let connection = try RawHTTPConnection(port: port)
+        var head = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        try connection.send(head + "\r\n")
+        return try connection.readResponse()
+    }
+}
