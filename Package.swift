@@ -75,7 +75,8 @@ let package = Package(
         .target(name: "AbrovaDemo", dependencies: ["AbrovaLocking", "AbrovaSync", "AbrovaServer", "AbrovaHTTP"]),
         // `abrova serve` and `abrova demo`.
         .executableTarget(
-            name: "AbrovaCLI", dependencies: ["AbrovaServer", "AbrovaHTTP", "AbrovaWire", "AbrovaSQLite", "AbrovaSync", "AbrovaDemo"]),
+            name: "AbrovaCLI",
+            dependencies: ["AbrovaServer", "AbrovaStore", "AbrovaHTTP", "AbrovaWire", "AbrovaSQLite", "AbrovaSync", "AbrovaDemo"]),
         .executableTarget(
             name: "AbrovaBenchmarks",
             dependencies: [

@@ -167,13 +167,6 @@ struct ServeFailure: Error, CustomStringConvertible {
     }
 }
 
-/// The URL as it may be logged: a password in it becomes `***`.
-func redactingPassword(_ url: String) -> String {
-    guard var components = URLComponents(string: url), components.password != nil else { return url }
-    components.password = "***"
-    return components.string ?? url
-}
-
 func readFile(_ path: String) throws -> [UInt8] {
     guard let data = FileManager.default.contents(atPath: path) else {
         throw Refusal.invalid("cannot read \(path)")

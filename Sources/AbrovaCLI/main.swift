@@ -9,8 +9,9 @@ import Foundation
 let usage = """
     usage: abrova <command> [options]
 
-      demo    the shopping-cart story: a temporary server, two devices offline, the merged cart
-      serve   the sync server on the embedded SQLite store, or on PostgreSQL
+      demo     the shopping-cart story: a temporary server, two devices offline, the merged cart
+      serve    the sync server on the embedded SQLite store, or on PostgreSQL
+      inspect  what a device store or a server database holds, read without changing it
 
     `abrova <command> --help` describes each; `abrova --version` says which release this is.
     """
@@ -55,6 +56,20 @@ let serveUsage = """
                           where the server does
     """
 
+let inspectUsage = """
+    usage: abrova inspect store FILE [--json]
+           abrova inspect server (--database PATH | --postgres URL) [--json]
+
+      store    a device store (copy it off the device first: the app keeps its store locked):
+               schema version, client id, user, pull cursor, sync scope, documents by
+               collection, unsent writes and the batch being sent, conflicts for the resolver, size
+      server   a server database: schema version, latest version, tombstone horizon, documents
+               and tombstones by collection, the oldest tombstone, clients and their last batch
+      --json   one JSON object instead of lines for people
+
+    Nothing is written: no migration, no schema made.
+    """
+
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("abrova: \(message)\n".utf8))
     exit(2)
@@ -73,6 +88,8 @@ case "demo":
     }
     guard arguments.isEmpty else { fail("demo takes no options\n\(demoUsage)") }
     exit(await runDemo())
+case "inspect":
+    exit(runInspect(arguments))
 case "--help", "-h", "help":
     print(usage)
     exit(0)

@@ -40,23 +40,35 @@ public final class Database {
     ///   EXCLUSIVE`): no file lock is taken per transaction, and no other connection or process can
     ///   use the file while this one is open. For a store that one process owns.
     public init(path: String, durability: Durability = .normal, isExclusive: Bool = false) throws(SQLiteError) {
-        var connection: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let code = sqlite3_open_v2(path, &connection, flags, nil)
-        guard code == SQLITE_OK, let connection else {
-            let error = SQLiteError(connection: connection, code: code, sql: nil)
-            sqlite3_close_v2(connection) // the handle is closed even when opening failed
-            throw error
-        }
-        handle = connection
-        sqlite3_extended_result_codes(connection, 1)
-        sqlite3_busy_timeout(connection, 5_000)
+        handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX)
         // Exclusive mode must be set before WAL is entered, so that the WAL index lives in memory.
         if isExclusive { try execute("PRAGMA locking_mode=EXCLUSIVE") }
         // The first read of the file: a file that is not a database fails here, clearly.
         try execute("PRAGMA journal_mode=WAL")
         try execute(durability == .full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
         try execute("PRAGMA foreign_keys=ON")
+    }
+
+    /// Opens the existing database at `path` for reading only: nothing is created, migrated or
+    /// set (an inspection of a file that must stay as it is). A busy file is waited for 1 s.
+    ///
+    /// - Throws: `SQLiteError` when the file is missing, cannot be read, or is not a database.
+    public init(readingOnly path: String) throws(SQLiteError) {
+        handle = try Self.open(path, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, busyMilliseconds: 1_000)
+        try execute("PRAGMA schema_version") // the first read: a file that is not a database fails here
+    }
+
+    private static func open(_ path: String, flags: Int32, busyMilliseconds: Int32 = 5_000) throws(SQLiteError) -> OpaquePointer {
+        var connection: OpaquePointer?
+        let code = sqlite3_open_v2(path, &connection, flags, nil)
+        guard code == SQLITE_OK, let connection else {
+            let error = SQLiteError(connection: connection, code: code, sql: nil)
+            sqlite3_close_v2(connection) // the handle is closed even when opening failed
+            throw error
+        }
+        sqlite3_extended_result_codes(connection, 1)
+        sqlite3_busy_timeout(connection, busyMilliseconds)
+        return connection
     }
 
     deinit { close() }

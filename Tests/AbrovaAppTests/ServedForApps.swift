@@ -23,10 +23,13 @@ final class ServedForApps: Sendable {
     private let postgres: PostgresTestDatabase?
 
     var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    /// The arguments that name the server's database to `abrova`.
+    let databaseArguments: [String]
 
     init(store: Store = .sqlite) async throws {
         postgres = store == .postgres ? try PostgresTestDatabase() : nil
         let database = postgres.map { ["--postgres", $0.url] } ?? ["--database", folder.path("serve.sqlite")]
+        databaseArguments = database
         guard let executable = BuiltExecutable.url(named: "abrova") else { throw ServeFailure("abrova is not built") }
         let auth = folder.path("auth.json")
         try Data(#"{"apiKeys":["k"],"tokens":{"t":"ana","t2":"ben"}}"#.utf8).write(to: URL(fileURLWithPath: auth))
