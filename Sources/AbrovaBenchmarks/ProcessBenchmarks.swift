@@ -3,46 +3,52 @@
     import AbrovaWire
     import Foundation
 
-    /// Push throughput of 1, 2 and 4 `abrova serve` processes sharing one PostgreSQL database, against
+    /// Push throughput of 1, 2 and 4 `abrova serve` processes sharing one PostgreSQL database, on
+    /// loopback and with 2 ms of round trip added between the servers and the database (the fault
+    /// proxy delays every chunk 1 ms each way, as a database a few milliseconds away would), against
     /// one process on SQLite, in the same run: the same clients, spread round-robin over the
-    /// processes, push the same creates the way the SDK does (the push figures' batches and zstd
-    /// level). Every configuration gets fresh processes on a fresh schema (or SQLite file), and the
-    /// configurations are measured in turn within each repetition so that all see the same load.
+    /// processes, push the same creates in batches of `batchSize` (zstd as the SDK). Every
+    /// configuration gets fresh processes on a fresh schema (or SQLite file), and the configurations
+    /// are measured in turn within each repetition so that all see the same load.
+    /// `ABROVA_BENCH_SERVE` names another `abrova` to serve with (an older build, for an A/B).
     struct ProcessBenchmarks {
         let options: BenchmarkOptions
         /// Clients pushing at once, client `c` to process `c % processes`.
-        static let clients = 8
+        static let clients = 16
         static let processCounts = [1, 2, 4]
+        /// Changes a batch: small batches, many of them, as devices send while they are online.
+        static let batchSize = 20
+        /// The round trip added between the servers and PostgreSQL in the delayed rows.
+        static let addedMilliseconds = 2
+        static var addedRoundTrip: Duration { .milliseconds(addedMilliseconds) }
 
         private enum Configuration: Hashable {
             case sqlite
-            case postgres(processes: Int)
+            case postgres(processes: Int, isDelayed: Bool)
 
             var processes: Int {
                 switch self {
                 case .sqlite: 1
-                case .postgres(let processes): processes
+                case .postgres(let processes, _): processes
                 }
             }
 
             var name: String {
                 switch self {
                 case .sqlite: "SQLite"
-                case .postgres: "PostgreSQL"
+                case .postgres(_, let isDelayed): isDelayed ? "PostgreSQL +\(addedMilliseconds) ms" : "PostgreSQL"
                 }
             }
         }
 
         func run(into report: inout BenchmarkReport) throws {
-            // One batch of the SDK's size per client in a full run: with writes serialised, as they
-            // are on PostgreSQL (see Docs/BENCHMARKS.md), more changes only make the run longer.
-            let perClient = options.isQuick ? 250 : ServerBenchmarks.batchSize
+            let perClient = options.isQuick ? 100 : 400
             let changes = perClient * Self.clients
             let repetitions = options.isQuick ? 1 : 3
             print("")
             print(
                 "push by server processes: \(Self.clients) clients, round-robin over the processes, push \(changes) creates in batches of "
-                    + "\(ServerBenchmarks.batchSize) (zstd \(ServerBenchmarks.compressionLevel)); fresh processes and database each time, median of \(repetitions):"
+                    + "\(Self.batchSize) (zstd \(ServerBenchmarks.compressionLevel)); fresh processes and database each time, median of \(repetitions):"
             )
             print("")
             guard let executable = Self.abrovaExecutable() else {
@@ -52,14 +58,15 @@
             var configurations: [Configuration] = [.sqlite]
             if let url = PostgresTestDatabase.serverURL {
                 print("serving with \(executable.path); PostgreSQL at \(Self.redactingPassword(url))")
-                configurations += Self.processCounts.map { .postgres(processes: $0) }
+                for isDelayed in [false, true] {
+                    configurations += Self.processCounts.map { .postgres(processes: $0, isDelayed: isDelayed) }
+                }
             } else {
                 print(
                     "serving with \(executable.path); PostgreSQL rows skipped: set ABROVA_POSTGRES_URL to a database the benchmark may "
                         + "create schemas in (`.ci/postgres` starts one and prints it)")
             }
-            let requests = try ServerBenchmarks.pushRequests(
-                clients: Self.clients, perClient: perClient, batchSize: ServerBenchmarks.batchSize)
+            let requests = try ServerBenchmarks.pushRequests(clients: Self.clients, perClient: perClient, batchSize: Self.batchSize)
             var rates: [Configuration: [Double]] = [:]
             for _ in 0..<repetitions {
                 for configuration in configurations {
@@ -68,34 +75,40 @@
             }
 
             let sqlite = median(rates[.sqlite] ?? [])
-            let postgresOne = rates[.postgres(processes: 1)].map(median) ?? .nan
+            func one(_ isDelayed: Bool) -> Double { rates[.postgres(processes: 1, isDelayed: isDelayed)].map(median) ?? .nan }
             print("")
             print("| store | processes | changes/s (median) | range | vs SQLite | vs PostgreSQL, 1 process |")
             print("| --- | --- | --- | --- | --- | --- |")
             for configuration in configurations {
                 let runs = rates[configuration] ?? []
                 let rate = median(runs)
-                let versusOne = configuration == .sqlite ? "-" : String(format: "%.2f×", rate / postgresOne)
+                var versusOne = "-"
+                if case .postgres(_, let isDelayed) = configuration { versusOne = String(format: "%.2f×", rate / one(isDelayed)) }
                 print(
                     String(
                         format: "| %@ | %d | %.0f | %.0f–%.0f | %.2f× | %@ |", configuration.name, configuration.processes, rate,
                         runs.min() ?? 0, runs.max() ?? 0, rate / sqlite, versusOne))
             }
             print("")
-            for case .postgres(let processes) in configurations {
-                let rate = median(rates[.postgres(processes: processes)] ?? [])
-                let label = "\(processes) process\(processes == 1 ? "" : "es")"
+            for case .postgres(let processes, let isDelayed) in configurations {
+                let rate = median(rates[.postgres(processes: processes, isDelayed: isDelayed)] ?? [])
+                let label =
+                    "\(processes) process\(processes == 1 ? "" : "es")"
+                    + (isDelayed ? ", +\(Self.addedMilliseconds) ms to the database" : "")
                 report.add(
                     BenchmarkRow(
-                        name: "server: push over PostgreSQL, \(label) (\(Self.clients) clients, \(changes) creates)",
+                        name:
+                            "server: push over PostgreSQL, \(label) (\(Self.clients) clients, \(changes) creates in batches of \(Self.batchSize))",
                         figure: formatRate(rate, "changes"), baseline: formatRate(sqlite, "changes") + " on SQLite, 1 process",
                         ratio: rate / sqlite, goal: "reported", isGoalMet: nil))
                 if processes > 1 {
+                    let isFour = processes == 4 && isDelayed
                     report.add(
                         BenchmarkRow(
                             name: "server: push over PostgreSQL, \(label) vs 1 process",
-                            figure: formatRate(rate, "changes"), baseline: formatRate(postgresOne, "changes") + " with 1 process",
-                            ratio: rate / postgresOne, goal: "reported", isGoalMet: nil))
+                            figure: formatRate(rate, "changes"), baseline: formatRate(one(isDelayed), "changes") + " with 1 process",
+                            ratio: rate / one(isDelayed), goal: isFour ? "≥ 3×" : "reported",
+                            isGoalMet: isFour ? rate / one(isDelayed) >= 3 : nil))
                 }
             }
         }
@@ -110,11 +123,18 @@
                         executable: executable, store: ["--database", folder.path("server.sqlite")],
                         log: folder.path("serve.log"))
                     return try pushRate(to: [server], requests: requests)
-                case .postgres(let processes):
+                case .postgres(let processes, let isDelayed):
                     let database = try PostgresTestDatabase()
+                    let proxy = try isDelayed ? Self.delayingProxy(to: database.url) : nil
+                    defer { proxy?.stop() }
                     // The schema is dropped when `database` is released: only after the servers stop.
                     return try withExtendedLifetime(database) {
-                        let url = database.url + "&application_name=abrova-bench"
+                        var url = database.url + "&application_name=abrova-bench"
+                        if let proxy, var components = URLComponents(string: url) {
+                            components.host = "127.0.0.1"
+                            components.port = Int(proxy.port)
+                            url = components.string ?? url
+                        }
                         let servers = try (0..<processes).map { number in
                             try ServeProcess(executable: executable, store: ["--postgres", url], log: folder.path("serve-\(number).log"))
                         }
@@ -142,9 +162,22 @@
                 .deletingLastPathComponent()
         }
 
-        /// The `abrova` of the same build, if it was built.
+        /// A proxy to the PostgreSQL server `url` names that delays each chunk half the added
+        /// round trip, each way.
+        static func delayingProxy(to url: String) throws -> FaultProxy {
+            guard let port = URLComponents(string: url)?.port.flatMap(UInt16.init(exactly:)) else {
+                throw BenchmarkFailure("the delayed rows need a PostgreSQL URL with a port: \(redactingPassword(url))")
+            }
+            let proxy = try FaultProxy(upstreamPort: port)
+            proxy.fault = .latency(addedRoundTrip / 2)
+            return proxy
+        }
+
+        /// The `abrova` to serve with: `ABROVA_BENCH_SERVE`, or that of the same build, if it was built.
         static func abrovaExecutable() -> URL? {
-            let url = benchmarkFolder.appendingPathComponent("abrova")
+            let url =
+                ProcessInfo.processInfo.environment["ABROVA_BENCH_SERVE"].map(URL.init(fileURLWithPath:))
+                ?? benchmarkFolder.appendingPathComponent("abrova")
             return FileManager.default.isExecutableFile(atPath: url.path) ? url : nil
         }
 

@@ -17,37 +17,31 @@ public final class PostgresServerStore: ServerStore, Sendable {
     private let url: String
     /// The schema that holds the tables: the payload of the notifications of its commits.
     private let schema: String
-    /// The advisory lock every write transaction holds: one per schema, so servers on different
-    /// schemas of one database (several apps, parallel tests) never wait for each other.
-    private let writeLock: Int64
+    /// How long a write's ticket holds back pulls at most: a write that takes longer fails (and
+    /// is tried again), and the ticket of a writer that vanished is removed after it.
+    private let writerLease: Duration
 
     /// The schema version this code writes, kept in `abrova_meta`: 2 keys client records by user
-    /// and client id (1 by client id alone).
-    static let schemaVersion: Int64 = 2
+    /// and client id (1 by client id alone); 3 adds the tickets of writes in progress
+    /// (`abrova_writing`).
+    static let schemaVersion: Int64 = 3
     /// The advisory lock taken while the schema is checked or created, so processes starting together agree.
     static let schemaLock: Int64 = 0x4162_726F_7661_0002
 
     /// Connects to the database `url` names and creates or checks the schema.
     ///
-    /// - Parameter maximumConnections: how many connections this process opens at most.
+    /// - Parameters:
+    ///   - maximumConnections: how many connections this process opens at most.
+    ///   - writerLease: how long a write may take before it fails (Spec/storage.md, "No skipped
+    ///     changes"); a writer that vanished holds pulls back this long at most.
     /// - Throws: `ServerStoreError` for a database of a newer schema or one that cannot be reached.
-    public init(url: String, maximumConnections: Int = 8) throws {
+    public init(url: String, maximumConnections: Int = 8, writerLease: Duration = .seconds(15)) throws {
         let pool = PostgresPool(url: url, maximumConnections: maximumConnections)
         let schema = try Self.retryingOnce { try pool.withConnection(Self.migrate) }
         self.pool = pool
         self.url = url
         self.schema = schema
-        writeLock = Self.writeLock(forSchema: schema)
-    }
-
-    /// The write lock of the tables in `schema`: a 64-bit FNV-1a hash of its name, the same in
-    /// every process.
-    static func writeLock(forSchema schema: String) -> Int64 {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in "abrova write lock: \(schema)".utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
-        }
-        return Int64(bitPattern: hash)
+        self.writerLease = writerLease
     }
 
     /// Checks the schema, or creates it in the first schema of the search path when there is none;
@@ -67,13 +61,13 @@ public final class PostgresServerStore: ServerStore, Sendable {
                 if version > schemaVersion {
                     throw ServerStoreError("the server database has schema version \(version); this server reads up to \(schemaVersion)")
                 }
+                // Once per database: the schema lock keeps a second process out meanwhile.
                 if version == 1 {
-                    // Once per database: the schema lock keeps a second process out meanwhile.
                     try connection.execute(
-                        """
-                        ALTER TABLE abrova_clients DROP CONSTRAINT abrova_clients_pkey, ADD PRIMARY KEY (user_id, client_id);
-                        UPDATE abrova_meta SET number = \(schemaVersion) WHERE key = 'schema';
-                        """)
+                        "ALTER TABLE abrova_clients DROP CONSTRAINT abrova_clients_pkey, ADD PRIMARY KEY (user_id, client_id);")
+                }
+                if version < 3 {
+                    try connection.execute(writingTable + "UPDATE abrova_meta SET number = \(schemaVersion) WHERE key = 'schema';")
                 }
                 return schema
             }
@@ -99,7 +93,7 @@ public final class PostgresServerStore: ServerStore, Sendable {
                     answer bytea NOT NULL,
                     PRIMARY KEY (user_id, client_id)
                 );
-                """)
+                """ + writingTable)
             let key = CursorCodec.makeKey()
             try connection.run(Statements.createMeta, [.integer(schemaVersion), .bytes(key)])
             // Created in the first schema of the search path, which finds it.
@@ -107,27 +101,101 @@ public final class PostgresServerStore: ServerStore, Sendable {
         }
     }
 
+    /// The tickets of the writes in progress: a pull reads only below the smallest.
+    private static let writingTable = """
+        CREATE TABLE abrova_writing (id bigint PRIMARY KEY, ticket bigint NOT NULL, expires_at timestamptz NOT NULL);
+        CREATE INDEX abrova_writing_by_expiry ON abrova_writing (expires_at);
+        """
+
     /// The schema whose `abrova_meta` the search path finds, if any.
     private static func tablesSchema(on connection: PostgresConnection) throws -> String? {
         let rows = try connection.run(Statements.tablesSchema)
         return rows.count > 0 ? rows.text(0, 0) : nil
     }
 
+    /// Runs `body` in a transaction that takes no lock but its documents' rows, so writes to
+    /// other documents commit at the same time, in this process or another. Before it takes any
+    /// version it registers a ticket, committed at once, that holds pulls below it until the
+    /// transaction ends (Spec/storage.md, "No skipped changes"). A transaction that meets another
+    /// on the same new document, or a deadlock, is rolled back and run again (up to 8 times).
     public func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result {
-        try retryingOnce {
-            try pool.withConnection { connection in
-                try connection.transaction { connection in
-                    try connection.run(Statements.lock, [.integer(writeLock)])
-                    let transaction = PostgresServerTransaction(connection: connection)
-                    let result = try body(transaction)
-                    if try transaction.flush() {
-                        // Delivered to every listening process when (and only if) this commits.
-                        try connection.run(Statements.notify, [.text(schema)])
-                    }
-                    return result
-                }
+        var attempt = 0
+        while true {
+            do {
+                return try retryingOnce { try pool.withConnection { connection in try writeOnce(on: connection, body) } }
+            } catch let error where Self.isWriteConflict(error) && attempt < 8 {
+                attempt += 1
+                usleep(UInt32.random(in: 500...(2_000 * UInt32(attempt))))
             }
         }
+    }
+
+    private func writeOnce<Result>(on connection: PostgresConnection, _ body: (any ServerTransaction) throws -> Result) throws -> Result {
+        // Round trips are what a write costs when the database is a few milliseconds away, so
+        // the ticket's registration and commit, and the BEGIN, go in one; the ticket's removal,
+        // the notification and the COMMIT in another. (The values are numbers, and the schema's
+        // name quoted as a literal.)
+        let writer = Int64.random(in: 1...Int64.max)
+        let lease = Int64(writerLease / .milliseconds(1))
+        try connection.execute(
+            """
+            BEGIN;
+            DELETE FROM abrova_writing WHERE expires_at < clock_timestamp();
+            INSERT INTO abrova_writing (id, ticket, expires_at)
+            SELECT \(writer), CASE WHEN is_called THEN last_value + 1 ELSE last_value END,
+                   clock_timestamp() + \(lease) * interval '1 millisecond'
+            FROM abrova_versions;
+            COMMIT;
+            BEGIN
+            """)
+        do {
+            let transaction = PostgresServerTransaction(connection: connection, writer: writer)
+            let result = try body(transaction)
+            let wrote = try transaction.flush()
+            // The ticket goes with the commit, atomically: a pull sees the documents or the
+            // ticket. Gone already (1 / 0), it was taken for a vanished writer's: this one must
+            // not commit, and the COMMIT after it is skipped.
+            try commit(writer: writer, notifying: wrote, on: connection)
+            return result
+        } catch {
+            if !connection.isBroken {
+                try? connection.execute("ROLLBACK")
+                try? connection.execute("DELETE FROM abrova_writing WHERE id = \(writer)")
+            }
+            throw error
+        }
+    }
+
+    /// Removes the write's ticket and commits, in one round trip; tells the other processes
+    /// when it wrote.
+    ///
+    /// - Throws: `WriteConflict` when the ticket was gone; `PostgresError`.
+    private func commit(writer: Int64, notifying: Bool, on connection: PostgresConnection) throws {
+        let notify = notifying ? "SELECT pg_notify('\(PostgresCommitListener.channel)', \(Self.literal(schema)));" : ""
+        do {
+            try connection.execute(
+                """
+                WITH gone AS (DELETE FROM abrova_writing WHERE id = \(writer) RETURNING id) SELECT 1 / count(*) FROM gone;
+                \(notify)
+                COMMIT
+                """)
+        } catch {
+            if error.sqlState == "22012" { throw WriteConflict("the write took longer than its lease") }
+            throw error
+        }
+    }
+
+    /// `text` as an SQL string literal.
+    private static func literal(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
+    /// Whether a write failed only because another met it: run again.
+    private static func isWriteConflict(_ error: any Error) -> Bool {
+        if error is WriteConflict { return true }
+        guard let error = error as? PostgresError else { return false }
+        // unique_violation (two writers created one document), deadlock_detected, serialization_failure
+        return ["23505", "40P01", "40001"].contains(error.sqlState)
     }
 
     public func document(_ key: DocumentKey) throws -> StoredDocument? {
@@ -164,7 +232,8 @@ public final class PostgresServerStore: ServerStore, Sendable {
         try retryingOnce {
             try pool.withConnection { connection in
                 try connection.transaction { connection in
-                    try connection.run(Statements.lock, [.integer(writeLock)])
+                    // One purge at a time: the horizon only rises.
+                    try connection.run(Statements.lockHorizon)
                     let cutoff = PostgresValue.real(time.timeIntervalSince1970)
                     let purged = try connection.run(Statements.newestTombstoneBefore, [cutoff])
                     if purged.count > 0 && !purged.isNull(0, 0) {
@@ -245,10 +314,18 @@ public final class PostgresServerStore: ServerStore, Sendable {
     }
 }
 
+/// A write that met another (the same new document) or outlived its lease: run it again.
+struct WriteConflict: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
 /// The store's statements, prepared on each connection on first use.
 private enum Statements {
-    /// Takes a transaction-scoped advisory lock: the write lock, or the schema lock.
+    /// Takes a transaction-scoped advisory lock: the schema lock.
     static let lock = PostgresStatement("lock", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
+    // A write's ticket is registered, and removed, by `writeOnce`'s own statements.
+    static let lockHorizon = PostgresStatement("lock_horizon", "SELECT number FROM abrova_meta WHERE key = 'horizon' FOR UPDATE")
     /// Tells the other processes' watches that documents of this schema changed.
     static let notify = PostgresStatement("notify", "SELECT pg_notify('\(PostgresCommitListener.channel)', $1)", parameters: [.text])
     static let tablesSchema = PostgresStatement(
@@ -269,38 +346,63 @@ private enum Statements {
         """, parameters: [.text, .text])
     // The byte budget ($3 or $4) is counted on octet_length, which PostgreSQL answers from a
     // value's header without reading it; only the states within it are read.
+    // A pull reads, in one snapshot, only versions below the smallest ticket of a write in
+    // progress (`visible`): a write that commits later holds versions at or above its ticket only.
     static let changes = PostgresStatement(
         "changes",
         """
+        WITH expired AS (DELETE FROM abrova_writing WHERE expires_at < clock_timestamp()),
+        visible AS (SELECT coalesce(min(ticket), 9223372036854775807) AS below FROM abrova_writing)
         SELECT d.collection, d.id, d.owner, d.version, d.state
         FROM (SELECT version, sum(octet_length(state)) OVER (ORDER BY version) - octet_length(state) AS before
-              FROM abrova_documents WHERE version > $1 ORDER BY version LIMIT $2) w
+              FROM abrova_documents WHERE version > $1 AND version < (SELECT below FROM visible) ORDER BY version LIMIT $2) w
         JOIN abrova_documents d ON d.version = w.version WHERE w.before < $3 ORDER BY d.version
         """, parameters: [.integer, .integer, .integer])
     static let changesIn = PostgresStatement(
         "changes_in",
         """
+        WITH expired AS (DELETE FROM abrova_writing WHERE expires_at < clock_timestamp()),
+        visible AS (SELECT coalesce(min(ticket), 9223372036854775807) AS below FROM abrova_writing)
         SELECT d.collection, d.id, d.owner, d.version, d.state
         FROM (SELECT version, sum(octet_length(state)) OVER (ORDER BY version) - octet_length(state) AS before
-              FROM abrova_documents WHERE version > $1 AND collection = ANY($3) ORDER BY version LIMIT $2) w
+              FROM abrova_documents WHERE version > $1 AND version < (SELECT below FROM visible) AND collection = ANY($3)
+              ORDER BY version LIMIT $2) w
         JOIN abrova_documents d ON d.version = w.version WHERE w.before < $4 ORDER BY d.version
         """, parameters: [.integer, .integer, .texts, .integer])
     static let nextVersion = PostgresStatement("next_version", "SELECT nextval('abrova_versions')")
-    static let documents = PostgresStatement(
-        "documents",
+    /// A write's documents, their rows locked until it ends (in key order, so that two writes
+    /// lock shared documents in one order).
+    static let documentsForUpdate = PostgresStatement(
+        "documents_for_update",
         """
         SELECT d.collection, d.id, d.owner, d.version, d.state
         FROM abrova_documents d JOIN unnest($1, $2) AS k (collection, id) ON d.collection = k.collection AND d.id = k.id
+        ORDER BY d.collection, d.id FOR UPDATE OF d
         """, parameters: [.texts, .texts])
+    static let documentForUpdate = PostgresStatement(
+        "document_for_update",
+        """
+        SELECT collection, id, owner, version, state FROM abrova_documents WHERE collection = $1 AND id = $2 FOR UPDATE
+        """, parameters: [.text, .text])
     static let isUnchanged = PostgresStatement(
         "is_unchanged",
         """
-        SELECT (EXISTS (SELECT 1 FROM abrova_documents WHERE version > $1 AND version < $2)
+        SELECT (EXISTS (SELECT 1 FROM abrova_documents WHERE version > $1 AND version <= $2)
+            OR EXISTS (SELECT 1 FROM abrova_writing WHERE ticket <= $2 AND id <> $3)
             OR (SELECT number FROM abrova_meta WHERE key = 'horizon') > $1)::int::bigint
-        """, parameters: [.integer, .integer])
+        """, parameters: [.integer, .integer, .integer])
     static let nextVersions = PostgresStatement(
         "next_versions", "SELECT nextval('abrova_versions') FROM generate_series(1, $1)",
         parameters: [.integer])
+    /// Documents this write found missing: another write that created one meanwhile makes
+    /// fewer rows come back, and this write runs again.
+    static let createDocuments = PostgresStatement(
+        "create_documents",
+        """
+        INSERT INTO abrova_documents (collection, id, owner, version, deleted_at, state)
+        SELECT * FROM unnest($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (collection, id) DO NOTHING RETURNING version
+        """, parameters: [.texts, .texts, .texts, .integers, .reals, .byteses])
     static let saveDocuments = PostgresStatement(
         "save_documents",
         """
@@ -309,10 +411,14 @@ private enum Statements {
         ON CONFLICT (collection, id) DO UPDATE
         SET owner = excluded.owner, version = excluded.version, deleted_at = excluded.deleted_at, state = excluded.state
         """, parameters: [.texts, .texts, .texts, .integers, .reals, .byteses])
-    static let client = PostgresStatement(
-        "client",
+    /// A client's record, its row locked until the write ends (made empty, sequence 0, when
+    /// there is none): two pushes of one client, on any processes, take turns.
+    static let lockClient = PostgresStatement(
+        "lock_client",
         """
-        SELECT sequence, digest, answer FROM abrova_clients WHERE user_id = $1 AND client_id = $2
+        INSERT INTO abrova_clients (user_id, client_id, sequence, digest, answer) VALUES ($1, $2, 0, '', '')
+        ON CONFLICT (user_id, client_id) DO UPDATE SET sequence = abrova_clients.sequence
+        RETURNING sequence, digest, answer
         """, parameters: [.text, .text])
     static let saveClient = PostgresStatement(
         "save_client",
@@ -336,31 +442,42 @@ private enum Statements {
         UPDATE abrova_meta SET number = greatest(number, $1) WHERE key = 'horizon'
         """, parameters: [.integer])
     static let horizon = PostgresStatement("horizon", "SELECT number FROM abrova_meta WHERE key = 'horizon'")
-    static let latestVersion = PostgresStatement("latest_version", "SELECT coalesce(max(version), 0) FROM abrova_documents")
+    /// The latest version a pull may read: below the smallest ticket of a write in progress.
+    static let latestVersion = PostgresStatement(
+        "latest_version",
+        """
+        SELECT least((SELECT coalesce(max(version), 0) FROM abrova_documents),
+                     (SELECT coalesce(min(ticket) - 1, 9223372036854775807) FROM abrova_writing))
+        """)
     static let cursorKey = PostgresStatement("cursor_key", "SELECT bytes FROM abrova_meta WHERE key = 'cursor_key'")
 }
 
-/// A write transaction on one connection, under the write lock.
+/// A write transaction on one connection, holding the rows of its client and its documents.
 ///
-/// Round trips are what a write transaction costs here, and other processes wait for the lock
+/// Round trips are what a write transaction costs here, and writes to the same documents wait
 /// meanwhile; so a batch reads its documents and takes its versions in one statement each
-/// (`prepare(for:)`), and its writes wait in memory and go in one statement before the commit.
+/// (`prepare(for:)`), and its writes wait in memory and go in one or two statements before the commit.
 private final class PostgresServerTransaction: ServerTransaction {
     let connection: PostgresConnection
+    /// The write's id among the writes in progress.
+    let writer: Int64
     /// Documents read or written in this transaction (`nil`: known not to exist).
     private var documents: [DocumentKey: StoredDocument?] = [:]
+    /// Documents read as missing: created with a check that no other write created them meanwhile.
+    private var missing: Set<DocumentKey> = []
     /// Writes not yet sent, by document (a document written twice is sent once, as last written).
     private var unsaved: [DocumentKey: (document: StoredDocument, deletedAt: Date?)] = [:]
     /// Versions taken from the sequence and not yet handed out, smallest last.
     private var versions: [Version] = []
 
-    init(connection: PostgresConnection) {
+    init(connection: PostgresConnection, writer: Int64) {
         self.connection = connection
+        self.writer = writer
     }
 
     func client(_ clientID: String, of userID: String) throws -> ClientRecord? {
-        let rows = try connection.run(Statements.client, [.text(userID), .text(clientID)])
-        guard rows.count > 0 else { return nil }
+        let rows = try connection.run(Statements.lockClient, [.text(userID), .text(clientID)])
+        guard rows.count > 0, rows.integer(0, 0) > 0 else { return nil }
         return ClientRecord(
             clientID: clientID, userID: userID, sequence: rows.integer(0, 0), digest: rows.bytes(0, 1),
             answer: rows.bytes(0, 2))
@@ -376,18 +493,20 @@ private final class PostgresServerTransaction: ServerTransaction {
     }
 
     func prepare(for keys: [DocumentKey]) throws {
-        let unknown = Array(Set(keys.filter { documents[$0] == nil }))
+        let unknown = Set(keys.filter { documents[$0] == nil }).sorted { ($0.collection, $0.id) < ($1.collection, $1.id) }
         if !unknown.isEmpty {
             let rows = try connection.run(
-                Statements.documents,
+                Statements.documentsForUpdate,
                 [
                     .array(.text, unknown.map { .text($0.collection) }),
                     .array(.text, unknown.map { .text($0.id) }),
                 ])
             for key in unknown { documents[key] = .some(nil) }
+            missing.formUnion(unknown)
             for row in 0..<rows.count {
                 let document = try PostgresServerStore.storedDocument(rows, row)
                 documents[document.key] = document
+                missing.remove(document.key)
             }
         }
         let needed = keys.count - versions.count
@@ -398,16 +517,19 @@ private final class PostgresServerTransaction: ServerTransaction {
         }
     }
 
-    func isUnchanged(after: Version, before: Version) throws -> Bool {
+    func isUnchanged(after: Version, through last: Version) throws -> Bool {
         let rows = try connection.run(
-            Statements.isUnchanged, [.integer(Int64(bitPattern: after.rawValue)), .integer(Int64(bitPattern: before.rawValue))])
+            Statements.isUnchanged,
+            [.integer(Int64(bitPattern: after.rawValue)), .integer(Int64(bitPattern: last.rawValue)), .integer(writer)])
         return rows.integer(0, 0) == 0
     }
 
     func document(_ key: DocumentKey) throws -> StoredDocument? {
         if let known = documents[key] { return known }
-        let document = try PostgresServerStore.document(key, on: connection)
+        let rows = try connection.run(Statements.documentForUpdate, [.text(key.collection), .text(key.id)])
+        let document = rows.count == 0 ? nil : try PostgresServerStore.storedDocument(rows, 0)
         documents[key] = document
+        if document == nil { missing.insert(key) }
         return document
     }
 
@@ -425,24 +547,34 @@ private final class PostgresServerTransaction: ServerTransaction {
     @discardableResult
     func flush() throws -> Bool {
         guard !unsaved.isEmpty else { return false }
-        let rows = Array(unsaved.values)
+        let all = Array(unsaved.values)
         unsaved = [:]
-        try connection.run(
-            Statements.saveDocuments,
-            [
-                .array(.text, rows.map { .text($0.document.key.collection) }),
-                .array(.text, rows.map { .text($0.document.key.id) }),
-                .array(.text, rows.map { .text($0.document.owner) }),
-                .array(.integer, rows.map { .integer(Int64(bitPattern: $0.document.version.rawValue)) }),
-                .array(.real, rows.map { row in row.deletedAt.map { .real($0.timeIntervalSince1970) } ?? .null }),
-                .array(
-                    .bytes,
-                    rows.map { row in
-                        var state: [UInt8] = []
-                        row.document.state.writeEncoded(to: &state)
-                        return .bytes(state)
-                    }),
-            ])
+        let created = all.filter { missing.contains($0.document.key) }
+        if !created.isEmpty {
+            guard try connection.run(Statements.createDocuments, Self.columns(of: created)).count == created.count else {
+                throw WriteConflict("another write created one of this write's documents meanwhile")
+            }
+        }
+        let updated = all.filter { !missing.contains($0.document.key) }
+        if !updated.isEmpty { try connection.run(Statements.saveDocuments, Self.columns(of: updated)) }
         return true
+    }
+
+    /// The statement values of `rows`, a column each.
+    private static func columns(of rows: [(document: StoredDocument, deletedAt: Date?)]) -> [PostgresValue] {
+        [
+            .array(.text, rows.map { .text($0.document.key.collection) }),
+            .array(.text, rows.map { .text($0.document.key.id) }),
+            .array(.text, rows.map { .text($0.document.owner) }),
+            .array(.integer, rows.map { .integer(Int64(bitPattern: $0.document.version.rawValue)) }),
+            .array(.real, rows.map { row in row.deletedAt.map { .real($0.timeIntervalSince1970) } ?? .null }),
+            .array(
+                .bytes,
+                rows.map { row in
+                    var state: [UInt8] = []
+                    row.document.state.writeEncoded(to: &state)
+                    return .bytes(state)
+                }),
+        ]
     }
 }

@@ -242,12 +242,12 @@ private final class SQLiteServerTransaction: ServerTransaction {
             """, [.text(record.clientID), .text(record.userID), .integer(record.sequence), .blob(record.digest), .blob(record.answer)])
     }
 
-    func isUnchanged(after: Version, before: Version) throws -> Bool {
+    func isUnchanged(after: Version, through last: Version) throws -> Bool {
         let changed = try database.queryFirst(
             """
-            SELECT EXISTS (SELECT 1 FROM documents WHERE version > ?1 AND version < ?2)
+            SELECT EXISTS (SELECT 1 FROM documents WHERE version > ?1 AND version <= ?2)
                 OR (SELECT value FROM meta WHERE key = 'horizon') > ?1
-            """, [.integer(Int64(bitPattern: after.rawValue)), .integer(Int64(bitPattern: before.rawValue))]
+            """, [.integer(Int64(bitPattern: after.rawValue)), .integer(Int64(bitPattern: last.rawValue))]
         ) { $0.integer(0) }
         return changed == 0
     }

@@ -40,10 +40,12 @@ public protocol ServerTransaction {
     /// Writes a document; `time` is the server's clock, kept for a deleted document so that its
     /// tombstone can expire.
     func saveDocument(_ document: StoredDocument, at time: Date) throws
-    /// Whether no document's last change is after `after` and before `before`, and no tombstone
-    /// after `after` was removed: a pull from `after` made just before a batch that takes versions
-    /// from `before` on would bring nothing. Documents this transaction wrote count as they were.
-    func isUnchanged(after: Version, before: Version) throws -> Bool
+    /// Whether no other write's document has its last change after `after` and up to `last`, none
+    /// can still commit there, and no tombstone after `after` was removed: a pull from `after`
+    /// made after a batch that took versions up to `last` would bring only the batch's own
+    /// documents. Documents this transaction wrote count as they were (its writes are saved at
+    /// its end).
+    func isUnchanged(after: Version, through last: Version) throws -> Bool
     /// Says which documents the batch will read and write, and so how many versions it will
     /// take (one a change), before it starts: a store across a network reads them all at once.
     func prepare(for keys: [DocumentKey]) throws

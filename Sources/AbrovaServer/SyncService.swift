@@ -181,7 +181,7 @@ public final class SyncService: Sendable {
                         clientID: batch.clientID, userID: user, sequence: batch.sequence,
                         digest: digest, answer: answer))
                 guard let pulledUpTo, let taken, isAnswerWhole,
-                    try transaction.isUnchanged(after: pulledUpTo, before: taken.lowerBound)
+                    try transaction.isUnchanged(after: pulledUpTo, through: taken.upperBound)
                 else { return answer }
                 return PushResponse.adding(cursor: cursors.cursor(for: taken.upperBound, caller: caller), to: answer)
             }

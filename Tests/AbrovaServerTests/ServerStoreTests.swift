@@ -270,9 +270,9 @@ extension ServerSuites {
         @Test(.enabled(if: PostgresTestDatabase.isAvailable, Comment(rawValue: PostgresTestDatabase.skipReason)))
         func aPostgreSQLDatabaseOfANewerSchemaIsRefused() throws {
             let test = try TestStore(.postgres)
-            try PostgresConnection(url: try #require(test.postgresURL)).execute("UPDATE abrova_meta SET number = 3 WHERE key = 'schema'")
+            try PostgresConnection(url: try #require(test.postgresURL)).execute("UPDATE abrova_meta SET number = 4 WHERE key = 'schema'")
             let error = #expect(throws: ServerStoreError.self) { try test.reopened() }
-            #expect(error?.message == "the server database has schema version 3; this server reads up to 2")
+            #expect(error?.message == "the server database has schema version 4; this server reads up to 3")
             #expect(error?.isUnavailable == false)
         }
 

@@ -131,6 +131,7 @@ enum SchemaOne {
             try PostgresConnection(url: try #require(test.postgresURL)).execute(
                 """
                 ALTER TABLE abrova_clients DROP CONSTRAINT abrova_clients_pkey, ADD PRIMARY KEY (client_id);
+                DROP TABLE abrova_writing;
                 UPDATE abrova_meta SET number = 1 WHERE key = 'schema';
                 """)
         }

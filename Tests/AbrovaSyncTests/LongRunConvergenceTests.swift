@@ -89,16 +89,26 @@ import Testing
         await live.stop()
     }
 
-    /// Two servers on one PostgreSQL database (stateless servers behind a balancer), two clients
-    /// on each; the clients write for half of `ABROVA_LONG_RUN_SECONDS` (20 s).
+    /// Three servers on one PostgreSQL database (stateless servers behind a balancer, writing in
+    /// parallel), the third reaching the database through a proxy that delays every chunk 2 ms
+    /// each way, so its commits come late; the clients write for half of
+    /// `ABROVA_LONG_RUN_SECONDS` (20 s).
     @Test(.enabled(if: PostgresTestDatabase.isAvailable, Comment(rawValue: PostgresTestDatabase.skipReason)))
-    func twoServersOnOnePostgreSQLDatabaseWithClientsKilledAndRestartedConvergeLosingNothing() async throws {
+    func threeServersOnOnePostgreSQLDatabaseOneSlowWithClientsKilledAndRestartedConvergeLosingNothing() async throws {
         let database = try PostgresTestDatabase()
         let ledger = PushLedger()
-        let servers = try (0..<2).map { _ in
+        let port = try #require(URLComponents(string: database.url)?.port.flatMap(UInt16.init(exactly:)))
+        let slow = try FaultProxy(upstreamPort: port)
+        slow.fault = .latency(.milliseconds(2))
+        defer { slow.stop() }
+        var slowURL = try #require(URLComponents(string: database.url))
+        slowURL.host = "127.0.0.1"
+        slowURL.port = Int(slow.port)
+        let urls = [database.url, database.url, try #require(slowURL.string)]
+        let servers = try urls.map { url in
             try LiveSyncServer(
                 rules: Self.rules, limits: Self.tinyLimits, bodyLimits: Self.tinyBodyLimits, http: Self.tinyHTTP,
-                observe: ledger.observe, store: try PostgresServerStore(url: database.url, maximumConnections: 4))
+                observe: ledger.observe, store: try PostgresServerStore(url: url, maximumConnections: 4))
         }
         try await run("PostgreSQL", servers: servers, ledger: ledger, defaultSeconds: 20, scale: 0.5)
         for server in servers { await server.stop() }

@@ -1,0 +1,224 @@
+import AbrovaCore
+import AbrovaPostgres
+import AbrovaTestSupport
+import Dispatch
+import Foundation
+import Testing
+
+@testable import AbrovaServer
+
+extension ServerSuites {
+    /// Writers on PostgreSQL run in parallel, in one process or several: a write holds only its
+    /// client's and its documents' rows, and a pull reads only below the smallest ticket of a
+    /// write in progress (Spec/storage.md, "No skipped changes").
+    @Suite(.enabled(if: PostgresTestDatabase.isAvailable, Comment(rawValue: PostgresTestDatabase.skipReason)))
+    struct ParallelWriterTests {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+        func document(_ id: String, at version: Version) throws -> StoredDocument {
+            var state = DocumentState()
+            state.applyLocally(try .create(["id": .string(id)], base: .zero), at: version)
+            return StoredDocument(key: DocumentKey(collection: "items", id: id), owner: "ana", version: version, state: state)
+        }
+
+        @Test func aWriteToAnotherDocumentCommitsWhileOneIsHeldAndAPullWaitsForTheHeldOne() async throws {
+            let test = try TestStore(.postgres)
+            let first = test.store
+            let second = try test.reopened()
+            let holding = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let held = Task {
+                try await onNewThread {
+                    try first.write { transaction in
+                        let version = try transaction.nextVersion()
+                        try transaction.saveDocument(try self.document("held", at: version), at: self.now)
+                        holding.signal()
+                        release.wait()
+                        return version
+                    }
+                }
+            }
+            try await onNewThread { holding.wait() }
+            // Another process writes another document: it does not wait for the held one.
+            let other = try await onNewThread {
+                try second.write { transaction in
+                    let version = try transaction.nextVersion()
+                    try transaction.saveDocument(try self.document("other", at: version), at: self.now)
+                    return version
+                }
+            }
+            // Committed, but above the held write's ticket: no pull shows it yet.
+            #expect(try second.changes(after: .zero, limit: 100, collections: nil).isEmpty)
+            #expect(try second.latestVersion() < other)
+            release.signal()
+            let heldVersion = try await held.value
+            #expect(heldVersion < other)
+            #expect(try second.changes(after: .zero, limit: 100, collections: nil).map(\.key.id) == ["held", "other"])
+            #expect(try second.latestVersion() == other)
+        }
+
+        @Test func aVanishedWritersTicketHoldsPullsBackOnlyUntilItsLeaseEnds() async throws {
+            let test = try TestStore(.postgres)
+            let url = try #require(test.postgresURL)
+            // A writer registered and vanished (its process died before it could remove its ticket).
+            try PostgresConnection(url: url).execute(
+                """
+                INSERT INTO abrova_writing (id, ticket, expires_at)
+                SELECT 42, CASE WHEN is_called THEN last_value + 1 ELSE last_value END,
+                       clock_timestamp() + interval '400 milliseconds' FROM abrova_versions
+                """)
+            _ = try test.store.write { transaction in
+                try transaction.saveDocument(try self.document("after", at: try transaction.nextVersion()), at: self.now)
+            }
+            #expect(try test.store.changes(after: .zero, limit: 100, collections: nil).isEmpty)
+            try await Task.sleep(for: .milliseconds(600))
+            _ = try test.store.changes(after: .zero, limit: 100, collections: nil) // removes the expired ticket
+            #expect(try test.store.changes(after: .zero, limit: 100, collections: nil).map(\.key.id) == ["after"])
+        }
+
+        @Test func aWriteThatOutlivesItsLeaseDoesNotCommit() async throws {
+            let test = try TestStore(.postgres)
+            let url = try #require(test.postgresURL)
+            let store = try PostgresServerStore(url: url, maximumConnections: 2, writerLease: .milliseconds(200))
+            let attempts = Locked(0)
+            let written = try await onNewThread {
+                try store.write { transaction in
+                    attempts.update { $0 += 1 }
+                    let version = try transaction.nextVersion()
+                    try transaction.saveDocument(try self.document("slow", at: version), at: self.now)
+                    // Only the first try is slow: its ticket expires and a pull removes it.
+                    if attempts.value == 1 {
+                        Thread.sleep(forTimeInterval: 0.4)
+                        _ = try store.changes(after: .zero, limit: 100, collections: nil)
+                    }
+                    return version
+                }
+            }
+            #expect(attempts.value == 2, "the first try committed after its lease")
+            #expect(try store.changes(after: .zero, limit: 100, collections: nil).map(\.version) == [written])
+        }
+
+        @Test func twoProcessesCreatingOneDocumentJoinBothWrites() async throws {
+            let test = try TestStore(.postgres)
+            let stores = [test.store, try test.reopened()]
+            let key = DocumentKey(collection: "items", id: "shared")
+            let ready = DispatchSemaphore(value: 0)
+            let go = DispatchSemaphore(value: 0)
+            // Both read the document as missing, then both create it: one commits, the other
+            // meets it and runs again on what the first wrote.
+            let writes = (0..<2).map { index in
+                Task {
+                    try await onNewThread {
+                        var isFirstTry = true
+                        return try stores[index].write { transaction in
+                            try transaction.prepare(for: [key])
+                            let before = try transaction.document(key)
+                            if isFirstTry {
+                                isFirstTry = false
+                                ready.signal()
+                                go.wait()
+                            }
+                            var state = before?.state ?? DocumentState()
+                            let version = try transaction.nextVersion()
+                            let field = "by\(index)"
+                            let delta: DocumentDelta =
+                                if let before {
+                                    try .update(set: [try FieldPath(field): true], base: before.version)
+                                } else {
+                                    try .create([field: true], base: .zero)
+                                }
+                            state.applyLocally(delta, at: version)
+                            try transaction.saveDocument(
+                                StoredDocument(key: key, owner: "ana", version: version, state: state), at: self.now)
+                        }
+                    }
+                }
+            }
+            try await onNewThread {
+                ready.wait()
+                ready.wait()
+                go.signal()
+                go.signal()
+            }
+            for write in writes { try await write.value }
+            let saved = try #require(try test.store.document(key))
+            #expect(saved.state.document == ["by0": true, "by1": true])
+        }
+    }
+}
+
+extension ServerSuites.ParallelWriterTests {
+    /// Three server stores on one database, one of them through a proxy that delays every chunk
+    /// (so its commits come late), write new documents from several threads each while pullers on
+    /// every store follow from their cursors: every puller ends with every document, so none
+    /// passed one that committed late.
+    @Test func pullersFollowingSlowAndFastWritersMissNothing() async throws {
+        let test = try TestStore(.postgres)
+        let url = try #require(test.postgresURL)
+        let slow = try Self.delayingProxy(to: url, each: .milliseconds(3))
+        defer { slow.stop() }
+        let slowURL = try #require(Self.url(url, through: slow.port))
+        let stores: [any ServerStore] = [
+            test.store, try test.reopened(), try PostgresServerStore(url: slowURL, maximumConnections: 4),
+        ]
+        let writersPerStore = 3
+        let documentsPerWriter = 40
+        let writing = Locked(true)
+        let pullers = (0..<stores.count).map { index in
+            Task {
+                try await onNewThread {
+                    var cursor = Version.zero
+                    var seen = Set<String>()
+                    var pulls = 0
+                    func pullAll() throws {
+                        while true {
+                            let page = try stores[index].changes(after: cursor, limit: 50, collections: nil)
+                            for document in page { seen.insert(document.key.id) }
+                            pulls += 1
+                            guard let last = page.last?.version else { return }
+                            cursor = last
+                        }
+                    }
+                    while writing.value { try pullAll() }
+                    try pullAll()
+                    return (seen, pulls)
+                }
+            }
+        }
+        let writers = (0..<(stores.count * writersPerStore)).map { writer in
+            Task {
+                try await onNewThread {
+                    for number in 0..<documentsPerWriter {
+                        _ = try stores[writer % stores.count].write { transaction in
+                            let version = try transaction.nextVersion()
+                            try transaction.saveDocument(try self.document("w\(writer)-\(number)", at: version), at: self.now)
+                        }
+                    }
+                }
+            }
+        }
+        for writer in writers { try await writer.value }
+        writing.update { $0 = false }
+        let expected = Set((0..<(stores.count * writersPerStore)).flatMap { writer in (0..<documentsPerWriter).map { "w\(writer)-\($0)" } })
+        for (index, puller) in pullers.enumerated() {
+            let (seen, pulls) = try await puller.value
+            #expect(seen == expected, "puller \(index) after \(pulls) pulls misses \(expected.subtracting(seen).sorted().prefix(5))")
+        }
+    }
+
+    /// A proxy to the PostgreSQL server `url` names that delays every chunk `each` way.
+    static func delayingProxy(to url: String, each delay: Duration) throws -> FaultProxy {
+        let port = try #require(URLComponents(string: url)?.port.flatMap(UInt16.init(exactly:)))
+        let proxy = try FaultProxy(upstreamPort: port)
+        proxy.fault = .latency(delay)
+        return proxy
+    }
+
+    /// `url` with its host and port those of a local proxy.
+    static func url(_ url: String, through port: UInt16) -> String? {
+        guard var components = URLComponents(string: url) else { return nil }
+        components.host = "127.0.0.1"
+        components.port = Int(port)
+        return components.string
+    }
+}
