@@ -6,12 +6,12 @@ import Foundation
 ///
 /// Semantics are the SQLite store's (Spec/storage.md): a batch in one transaction with its dedupe
 /// record, versions from one counter, tombstones with a horizon, pulls in version order. Write
-/// transactions hold one transaction-scoped advisory lock from their first statement to their
-/// commit, across every process on the database (one lock per schema), so versions are taken and
-/// become visible in commit order: a puller that has seen version `v` has seen every version below
-/// it. Reads take no lock. Connections come from a pool; one lost to a restart is replaced, and the
-/// call is retried once on a new connection (a write may be retried because its dedupe record
-/// commits with it).
+/// transactions run in parallel, in this process and others, holding only their client's and
+/// their documents' rows; each registers a ticket first, and pulls read only below the smallest
+/// ticket, so a puller never passes a version that commits later (Spec/storage.md, "No skipped
+/// changes"). Connections come from a pool; one lost to a restart is replaced, and the call is
+/// retried once on a new connection (a write may be retried because its dedupe record commits
+/// with it).
 public final class PostgresServerStore: ServerStore, Sendable {
     private let pool: PostgresPool
     private let url: String
@@ -69,12 +69,13 @@ public final class PostgresServerStore: ServerStore, Sendable {
                 if version < 3 {
                     try connection.execute(writingTable + "UPDATE abrova_meta SET number = \(schemaVersion) WHERE key = 'schema';")
                 }
+                try checkSequence(on: connection)
                 return schema
             }
             try connection.execute(
                 """
                 CREATE TABLE abrova_meta (key text PRIMARY KEY, number bigint, bytes bytea);
-                CREATE SEQUENCE abrova_versions;
+                CREATE SEQUENCE abrova_versions CACHE 1;
                 CREATE TABLE abrova_documents (
                     collection text NOT NULL,
                     id text NOT NULL,
@@ -107,6 +108,17 @@ public final class PostgresServerStore: ServerStore, Sendable {
         CREATE INDEX abrova_writing_by_expiry ON abrova_writing (expires_at);
         """
 
+    /// Refuses a version sequence that hands out values from a per-session cache: tickets read the
+    /// sequence's last value, which must be the largest value handed out (Spec/storage.md).
+    private static func checkSequence(on connection: PostgresConnection) throws {
+        let rows = try connection.run(Statements.sequenceCache)
+        guard rows.count > 0, rows.integer(0, 0) == 1 else {
+            throw ServerStoreError(
+                "the sequence abrova_versions caches values (CACHE \(rows.count > 0 ? rows.integer(0, 0) : 0)); it must be CACHE 1 "
+                    + "(ALTER SEQUENCE abrova_versions CACHE 1)")
+        }
+    }
+
     /// The schema whose `abrova_meta` the search path finds, if any.
     private static func tablesSchema(on connection: PostgresConnection) throws -> String? {
         let rows = try connection.run(Statements.tablesSchema)
@@ -137,46 +149,55 @@ public final class PostgresServerStore: ServerStore, Sendable {
         // name quoted as a literal.)
         let writer = Int64.random(in: 1...Int64.max)
         let lease = Int64(writerLease / .milliseconds(1))
-        try connection.execute(
-            """
-            BEGIN;
-            DELETE FROM abrova_writing WHERE expires_at < clock_timestamp();
-            INSERT INTO abrova_writing (id, ticket, expires_at)
-            SELECT \(writer), CASE WHEN is_called THEN last_value + 1 ELSE last_value END,
-                   clock_timestamp() + \(lease) * interval '1 millisecond'
-            FROM abrova_versions;
-            COMMIT;
-            BEGIN
-            """)
+        do {
+            try connection.execute(
+                """
+                BEGIN;
+                DELETE FROM abrova_writing WHERE expires_at < clock_timestamp();
+                INSERT INTO abrova_writing (id, ticket, expires_at)
+                SELECT \(writer), CASE WHEN is_called THEN last_value + 1 ELSE last_value END,
+                       clock_timestamp() + \(lease) * interval '1 millisecond'
+                FROM abrova_versions;
+                COMMIT;
+                BEGIN
+                """)
+        } catch {
+            // A statement of the string failed: the rest was skipped, and the session is in a
+            // failed transaction that the pool must not lend on.
+            if !connection.isBroken { try? connection.execute("ROLLBACK") }
+            throw error
+        }
         do {
             let transaction = PostgresServerTransaction(connection: connection, writer: writer)
             let result = try body(transaction)
-            let wrote = try transaction.flush()
+            try transaction.flush()
             // The ticket goes with the commit, atomically: a pull sees the documents or the
             // ticket. Gone already (1 / 0), it was taken for a vanished writer's: this one must
             // not commit, and the COMMIT after it is skipped.
-            try commit(writer: writer, notifying: wrote, on: connection)
+            try commit(writer: writer, on: connection)
             return result
         } catch {
             if !connection.isBroken {
                 try? connection.execute("ROLLBACK")
-                try? connection.execute("DELETE FROM abrova_writing WHERE id = \(writer)")
+                try? connection.execute("DELETE FROM abrova_writing WHERE id = \(writer); \(wakeWatches)")
             }
             throw error
         }
     }
 
-    /// Removes the write's ticket and commits, in one round trip; tells the other processes
-    /// when it wrote.
+    /// Tells every process's watches to look again: sent at every ticket's end, whatever its
+    /// write saved, since changes of others above the ticket became readable.
+    private var wakeWatches: String { "SELECT pg_notify('\(PostgresCommitListener.channel)', \(Self.literal(schema)))" }
+
+    /// Removes the write's ticket, wakes the watches and commits, in one round trip.
     ///
     /// - Throws: `WriteConflict` when the ticket was gone; `PostgresError`.
-    private func commit(writer: Int64, notifying: Bool, on connection: PostgresConnection) throws {
-        let notify = notifying ? "SELECT pg_notify('\(PostgresCommitListener.channel)', \(Self.literal(schema)));" : ""
+    private func commit(writer: Int64, on connection: PostgresConnection) throws {
         do {
             try connection.execute(
                 """
                 WITH gone AS (DELETE FROM abrova_writing WHERE id = \(writer) RETURNING id) SELECT 1 / count(*) FROM gone;
-                \(notify)
+                \(wakeWatches);
                 COMMIT
                 """)
         } catch {
@@ -235,9 +256,9 @@ public final class PostgresServerStore: ServerStore, Sendable {
                     // One purge at a time: the horizon only rises.
                     try connection.run(Statements.lockHorizon)
                     let cutoff = PostgresValue.real(time.timeIntervalSince1970)
-                    let purged = try connection.run(Statements.newestTombstoneBefore, [cutoff])
+                    // One statement: the horizon covers exactly the tombstones it removed.
+                    let purged = try connection.run(Statements.deleteTombstonesBefore, [cutoff])
                     if purged.count > 0 && !purged.isNull(0, 0) {
-                        try connection.run(Statements.deleteTombstonesBefore, [cutoff])
                         try connection.run(Statements.raiseHorizon, [.integer(purged.integer(0, 0))])
                     }
                     return try Self.horizon(on: connection)
@@ -426,16 +447,18 @@ private enum Statements {
         INSERT INTO abrova_clients (client_id, user_id, sequence, digest, answer) VALUES ($1, $2, $3, $4, $5)
         ON CONFLICT (user_id, client_id) DO UPDATE SET sequence = $3, digest = $4, answer = $5
         """, parameters: [.text, .text, .integer, .bytes, .bytes])
-    static let newestTombstoneBefore = PostgresStatement(
-        "newest_tombstone_before",
-        """
-        SELECT max(version) FROM abrova_documents WHERE deleted_at < $1
-        """, parameters: [.real])
+    /// Removes the tombstones deleted before a time; the highest version removed.
     static let deleteTombstonesBefore = PostgresStatement(
         "delete_tombstones_before",
         """
-        DELETE FROM abrova_documents WHERE deleted_at < $1
+        WITH removed AS (DELETE FROM abrova_documents WHERE deleted_at < $1 RETURNING version) SELECT max(version) FROM removed
         """, parameters: [.real])
+    /// How many values the version sequence caches per session (1: none).
+    static let sequenceCache = PostgresStatement(
+        "sequence_cache",
+        """
+        SELECT s.seqcache FROM pg_sequence s WHERE s.seqrelid = to_regclass('abrova_versions')
+        """)
     static let raiseHorizon = PostgresStatement(
         "raise_horizon",
         """
@@ -547,7 +570,10 @@ private final class PostgresServerTransaction: ServerTransaction {
     @discardableResult
     func flush() throws -> Bool {
         guard !unsaved.isEmpty else { return false }
-        let all = Array(unsaved.values)
+        // In key order, as the rows were locked: two writes creating shared documents wait in one order.
+        let all = unsaved.values.sorted {
+            ($0.document.key.collection, $0.document.key.id) < ($1.document.key.collection, $1.document.key.id)
+        }
         unsaved = [:]
         let created = all.filter { missing.contains($0.document.key) }
         if !created.isEmpty {

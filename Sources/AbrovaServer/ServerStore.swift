@@ -60,8 +60,8 @@ extension ServerTransaction {
 ///
 /// Implementations are safe to call from any thread; a call blocks until the database answers
 /// (the HTTP layer gives each request its own thread, and the databases are blocking C libraries).
-/// Writes are serialised so that versions are assigned, and become visible, in commit order: a
-/// reader that sees version `v` sees every version below it.
+/// A pull (`changes`) never returns a version while a lower one may still commit: on SQLite writes
+/// are serialised; on PostgreSQL they run in parallel and pulls read below every write in progress.
 public protocol ServerStore: Sendable {
     /// Runs `body` in one write transaction; it commits when `body` returns and rolls back when it throws.
     func write<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result
@@ -80,8 +80,8 @@ public protocol ServerStore: Sendable {
     func purgeTombstones(deletedBefore time: Date) throws -> Version
     /// The highest version of a removed tombstone: a pull from a cursor below it may miss a delete.
     func tombstoneHorizon() throws -> Version
-    /// The highest version of a committed document (no higher than the last commit's): every
-    /// document of a version at or below it was committed before this was read.
+    /// The highest version a pull may return now: every document of a version at or below it
+    /// has committed, and no write in progress can commit one there.
     func latestVersion() throws -> Version
     /// The store's connections to its database, when it keeps a pool (`nil`: it does not).
     var connectionStatistics: ConnectionStatistics? { get }

@@ -12,8 +12,8 @@ struct WatchPosition: Sendable {
 
 /// What one scan of the changes tells each watch, decided without I/O: a watch wakes when a
 /// change after its position is one its caller may read; the others move past what was scanned,
-/// so the next scan starts there (versions become visible in commit order: nothing can appear
-/// below a version already seen).
+/// so the next scan starts there (a scan reads as a pull does: nothing can appear below a version
+/// it returned).
 struct WatchDecisions {
     /// For each watch, in the order given: whether it wakes, and the position it keeps if not.
     let outcomes: [(wakes: Bool, after: Version)]

@@ -98,6 +98,70 @@ extension ServerSuites {
             #expect(try store.changes(after: .zero, limit: 100, collections: nil).map(\.version) == [written])
         }
 
+        @Test func aWriteWhoseTicketCannotBeRegisteredLeavesItsConnectionUsable() async throws {
+            let test = try TestStore(.postgres)
+            let url = try #require(test.postgresURL)
+            let store = try PostgresServerStore(url: url, maximumConnections: 1)
+            let admin = try PostgresConnection(url: url)
+            try admin.execute("ALTER TABLE abrova_writing RENAME TO abrova_writing_away")
+            #expect(throws: (any Error).self) {
+                try store.write { transaction in
+                    try transaction.saveDocument(try self.document("never", at: try transaction.nextVersion()), at: self.now)
+                }
+            }
+            try admin.execute("ALTER TABLE abrova_writing_away RENAME TO abrova_writing")
+            // The one connection serves on: it was not left in a failed transaction.
+            _ = try store.write { transaction in
+                try transaction.saveDocument(try self.document("after", at: try transaction.nextVersion()), at: self.now)
+            }
+            #expect(try store.changes(after: .zero, limit: 10, collections: nil).map(\.key.id) == ["after"])
+        }
+
+        /// A watch woken by a commit above a write in progress sees nothing yet; the end of that
+        /// write wakes it again, even when it saved nothing.
+        @Test func theEndOfAWriteThatSavedNothingWakesTheWatchesItHeldBack() async throws {
+            let test = try TestStore(.postgres)
+            var configuration = ServiceConfiguration()
+            configuration.watchIdleTime = .seconds(20)
+            let watching = try SyncService(
+                store: try PostgresServerStore(url: try #require(test.postgresURL)), configuration: configuration)
+            let start = try watching.pull(cursor: nil, caller: .user("ana")).cursor
+            let answered = Locked<Bool?>(nil)
+            let waiting = try watching.prepareWatch(cursor: start, caller: .user("ana")).wait { changed in answered.update { $0 = changed }
+            }
+            defer { waiting.cancel() }
+            let holding = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let held = Task {
+                try await onNewThread {
+                    try test.store.write { _ in
+                        holding.signal()
+                        release.wait() // a write that saves nothing (a retried batch, a refused one)
+                    }
+                }
+            }
+            try await onNewThread { holding.wait() }
+            _ = try await onNewThread {
+                try test.store.write { transaction in
+                    try transaction.saveDocument(try self.document("above", at: try transaction.nextVersion()), at: self.now)
+                }
+            }
+            try await Task.sleep(for: .milliseconds(500)) // the watch looked, and saw nothing readable yet
+            #expect(answered.value == nil)
+            release.signal()
+            try await held.value
+            let deadline = ContinuousClock.now + .seconds(10)
+            while answered.value == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(answered.value == true)
+        }
+
+        @Test func aVersionSequenceThatCachesIsRefused() throws {
+            let test = try TestStore(.postgres)
+            try PostgresConnection(url: try #require(test.postgresURL)).execute("ALTER SEQUENCE abrova_versions CACHE 50")
+            let error = #expect(throws: ServerStoreError.self) { try test.reopened() }
+            #expect(error?.message.contains("must be CACHE 1") == true, "\(String(describing: error))")
+        }
+
         @Test func twoProcessesCreatingOneDocumentJoinBothWrites() async throws {
             let test = try TestStore(.postgres)
             let stores = [test.store, try test.reopened()]
