@@ -1,6 +1,7 @@
 import AbrovaCore
 import AbrovaPostgres
 import AbrovaTestSupport
+import AbrovaWire
 import Dispatch
 import Foundation
 import Testing
@@ -153,6 +154,40 @@ extension ServerSuites {
             let deadline = ContinuousClock.now + .seconds(10)
             while answered.value == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(answered.value == true)
+        }
+
+        /// One client's batch sent to two processes at once (a retry on another server while the
+        /// first try is still in flight) is applied once: the second waits on the client's record
+        /// and is answered from it. An increment shows a double application.
+        @Test func oneBatchSentToTwoProcessesAtOnceCountsOnce() async throws {
+            let test = try TestStore(.postgres)
+            let services = [try SyncService(store: test.store), try SyncService(store: try test.reopened())]
+            let counter = DocumentKey(collection: "items", id: "counter")
+            let create = PushRequest(
+                batch: Batch(
+                    clientID: "setup", sequence: 1,
+                    changes: [BatchChange(key: counter, delta: try .create(["n": 0], base: .zero), writes: 1)]),
+                strategy: .merge)
+            _ = try services[0].push(create, caller: .user("ana"))
+            let rounds = 30
+            for round in 0..<rounds {
+                let request = PushRequest(
+                    batch: Batch(
+                        clientID: "phone-\(round)", sequence: 1,
+                        changes: [
+                            BatchChange(key: counter, delta: try .update(increments: [try FieldPath("n"): 1], base: Version(1)), writes: 1)
+                        ]),
+                    strategy: .merge)
+                let answers = try await withThrowingTaskGroup(of: [UInt8].self) { group in
+                    for service in services {
+                        group.addTask { try await onNewThread { try service.push(request, caller: .user("ana")) } }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(answers[0] == answers[1], "round \(round): both tries get the same answer")
+            }
+            let saved = try #require(try test.store.document(counter))
+            #expect(saved.state.document?.mapValue?["n"] == .int(Int64(rounds)))
         }
 
         @Test func aVersionSequenceThatCachesIsRefused() throws {
