@@ -1,4 +1,5 @@
 #if os(Linux)
+    import AbrovaServer
     import AbrovaTestSupport
     import AbrovaWire
     import Foundation
@@ -57,7 +58,7 @@
             }
             var configurations: [Configuration] = [.sqlite]
             if let url = PostgresTestDatabase.serverURL {
-                print("serving with \(executable.path); PostgreSQL at \(Self.redactingPassword(url))")
+                print("serving with \(executable.path); PostgreSQL at \(redactingPassword(url))")
                 for isDelayed in [false, true] {
                     configurations += Self.processCounts.map { .postgres(processes: $0, isDelayed: isDelayed) }
                 }
@@ -181,11 +182,6 @@
             return FileManager.default.isExecutableFile(atPath: url.path) ? url : nil
         }
 
-        static func redactingPassword(_ url: String) -> String {
-            guard var components = URLComponents(string: url), components.password != nil else { return url }
-            components.password = "***"
-            return components.string ?? url
-        }
     }
 
     /// An `abrova serve --port 0 --loopback` process in development mode, and the port it serves on.

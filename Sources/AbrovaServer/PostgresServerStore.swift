@@ -347,8 +347,6 @@ private enum Statements {
     static let lock = PostgresStatement("lock", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
     // A write's ticket is registered, and removed, by `writeOnce`'s own statements.
     static let lockHorizon = PostgresStatement("lock_horizon", "SELECT number FROM abrova_meta WHERE key = 'horizon' FOR UPDATE")
-    /// Tells the other processes' watches that documents of this schema changed.
-    static let notify = PostgresStatement("notify", "SELECT pg_notify('\(PostgresCommitListener.channel)', $1)", parameters: [.text])
     static let tablesSchema = PostgresStatement(
         "tables_schema",
         """

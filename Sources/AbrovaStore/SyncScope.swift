@@ -89,11 +89,9 @@ extension LocalStore {
         }
     }
 
-    /// Whether the scope leaves out `key`'s document in `state` (`nil`: not known here, so
-    /// possibly, unless the scope covers its collection whole).
-    func isOutsideScope(_ key: DocumentKey, state: DocumentState?) throws -> Bool {
-        guard let scope = try cachedScope(), !scope.coversWhole(key.collection) else { return false }
-        guard let state, !scope.excludes(key.collection) else { return true }
+    /// Whether the scope leaves out `key`'s document in `state`.
+    func isOutsideScope(_ key: DocumentKey, state: DocumentState) throws -> Bool {
+        guard let scope = try cachedScope() else { return false }
         return !scope.covers(key.collection, state: state)
     }
 

@@ -46,7 +46,7 @@ public struct PulledState: Sendable {
     }
 
     /// Whether the document exists.
-    public var exists: Bool { read?.exists ?? existence.exists }
+    public var exists: Bool { existence.exists }
 
     /// The live value at `path` as apps see it (`DocumentState.liveValue(within:)`).
     public func liveValue(at path: FieldPath) -> Value? {
