@@ -80,8 +80,12 @@ func runServer(_ options: ServeOptions) throws {
         store: store, rules: rules,
         configuration: ServiceConfiguration(
             limits: limits, tombstoneRetention: options.retentionDays * 24 * 3600, log: { logLine(format.line($0, level: "error")) }))
+    // Pushes and pulls wait on the store on worker threads; more than the connections to
+    // PostgreSQL would only wait for one.
     var http = HTTPServerConfiguration(
-        port: options.port, threadCount: options.threads, loopbackOnly: options.bindsLoopbackOnly,
+        port: options.port, threadCount: options.threads,
+        workerCount: options.postgresURL == nil ? options.threads : options.postgresConnections,
+        loopbackOnly: options.bindsLoopbackOnly,
         maximumConnectionsPerAddress: options.maximumConnectionsPerAddress,
         minimumBytesPerSecond: options.minimumBytesPerSecond)
     var bodyLimits = BodyLimits(maximumBodyBytes: http.maximumBodyBytes)

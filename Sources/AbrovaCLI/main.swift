@@ -33,7 +33,8 @@ let serveUsage = """
       --auth FILE         API keys and tokens (a token may carry an expiry), read again when
                           the file changes and on SIGHUP; without it, development mode (any API
                           key; a bearer token is its user's id), which listens on 127.0.0.1 only
-      --threads N         request threads (default 8)
+      --threads N         threads that serve connections (default 8); as many more run pushes
+                          and pulls (with PostgreSQL, as many as --connections)
       --retention-days N  how long tombstones are kept (default 30)
       --loopback          listen on 127.0.0.1 only (with --auth; development mode always does)
       --dev-on-all-interfaces

@@ -231,7 +231,7 @@ public final class HTTPTarget: FuzzTarget {
         let request = FuzzedRequest(input).request
         let (response, isHealthCheckDue) = server.withLock { server in
             server.inputs += 1
-            return (server.handler.handle(request), server.inputs % Self.inputsPerHealthCheck == 0)
+            return (server.handler.handle(request).answeredHere(), server.inputs % Self.inputsPerHealthCheck == 0)
         }
         if let problem = problem(with: response, to: request) { return problem }
         if isHealthCheckDue, let problem = checkStillWorks() { return "after this input: \(problem)" }
@@ -261,14 +261,14 @@ public final class HTTPTarget: FuzzTarget {
             HTTPRequest(method: "GET", path: "/v1/pull", query: ["collections": "health", "limit": "50"], headers: credentials),
         ]
         for request in requests {
-            let response = server.withLock { $0.handler.handle(request) }
+            let response = server.withLock { $0.handler.handle(request).answeredHere() }
             guard response.status == 200 else {
                 return
                     "the service no longer answers: \(request.method) \(request.path) got \(response.status) \(String(decoding: response.body, as: UTF8.self))"
             }
             if let problem = problem(with: response, to: request) { return problem }
         }
-        let document = server.withLock { $0.handler.handle(requests[1]) }
+        let document = server.withLock { $0.handler.handle(requests[1]).answeredHere() }
         guard (try? ServerDocument(body: document.body))?.state.document == ["n": .int(Int64(number))] else {
             return "the health check's document did not read back: \(String(decoding: document.body, as: UTF8.self))"
         }

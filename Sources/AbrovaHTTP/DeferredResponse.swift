@@ -26,6 +26,49 @@ extension HTTPResponse {
     }
 }
 
+extension HTTPResponse {
+    /// A response that `work` makes on one of the server's worker threads
+    /// (`HTTPServerConfiguration.workerCount`) instead of the thread that read the request: for
+    /// work that waits (on a database across a network, say), so that the other connections that
+    /// thread serves do not wait with it.
+    ///
+    /// The connection is suspended meanwhile. Unlike a deferred request, the request keeps its
+    /// slot of `maximumConcurrentRequests` and counts in `requestsInFlight` until `work` returns,
+    /// even when its client hangs up meanwhile, and `shutdown()` waits for it as for a handler
+    /// running. Work whose client hung up before it started is not run. A deferred response made
+    /// by `work` is answered 500.
+    ///
+    ///     return .offloaded { .json(status: 200, try database.save(request.body)) }
+    public static func offloaded(_ work: @escaping @Sendable () -> HTTPResponse) -> HTTPResponse {
+        var response = HTTPResponse(status: 500)
+        response.offloadedWork = work
+        return response
+    }
+
+    /// The answer itself, for a caller that answers without an `HTTPServer` (a fuzzer, a test): an
+    /// offloaded response's work is run on the calling thread; any other response is returned
+    /// as it is.
+    public func answeredHere() -> HTTPResponse {
+        offloadedWork?() ?? self
+    }
+
+    /// This response, calling `observe` with its answer once it is made: at once, or at the end
+    /// of an offloaded response's work (on its worker thread). A deferred answer is not observed.
+    ///
+    ///     return handler.handle(request).observed { response in log(request, response) }
+    public func observed(_ observe: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPResponse {
+        if let work = offloadedWork {
+            return .offloaded {
+                let response = work()
+                observe(response)
+                return response
+            }
+        }
+        if deferredStart == nil { observe(self) }
+        return self
+    }
+}
+
 /// Answers one deferred request (see `HTTPResponse.deferred`). Callable from any thread, also
 /// from inside `start`; the first `send` counts and later ones do nothing, as does a `send` after
 /// the server has shut down or after the client has hung up. A responder released without
@@ -79,6 +122,9 @@ final class WaitingRequests: Sendable {
     private struct Waiting {
         let connection: SuspendedConnection
         var onClientGone: GoneHandler?
+        /// Answered by its work (`HTTPResponse.offloaded`), not by a responder: `close` spares it
+        /// unless told otherwise.
+        let isOffloaded: Bool
     }
 
     private struct State {
@@ -102,16 +148,22 @@ final class WaitingRequests: Sendable {
 
     /// Suspends the connection of a request whose handler deferred its answer; nil, and the
     /// connection left as it is, once shutdown has closed the list. Only inside the access callback.
-    func suspend(_ connection: OpaquePointer) -> ID? {
+    func suspend(_ connection: OpaquePointer, isOffloaded: Bool = false) -> ID? {
         let connection = SuspendedConnection(pointer: connection)
         return state.withLock { state in
             guard !state.isClosed else { return nil }
             state.lastID += 1
             // The ID is the suspension's token: the pacer names a gone client by it.
             abrova_http_suspend(connection.pointer, state.lastID)
-            state.suspended[state.lastID] = Waiting(connection: connection)
+            state.suspended[state.lastID] = Waiting(connection: connection, isOffloaded: isOffloaded)
             return state.lastID
         }
+    }
+
+    /// Whether request `id` still waits for its answer (its client has not hung up, nor has
+    /// shutdown answered it).
+    func isWaiting(_ id: ID) -> Bool {
+        state.withLock { $0.suspended[id] != nil }
     }
 
     /// Keeps `response` for request `id` and resumes its connection, unless it was answered
@@ -145,7 +197,8 @@ final class WaitingRequests: Sendable {
         let handler = state.withLock { state -> GoneHandler? in
             guard let waiting = state.suspended.removeValue(forKey: id) else { return nil }
             resume(waiting)
-            if waiting.onClientGone == nil { state.gone.insert(id) }
+            // Offloaded work has no responder to give a handler, or to release the mark.
+            if waiting.onClientGone == nil && !waiting.isOffloaded { state.gone.insert(id) }
             return waiting.onClientGone
         }
         handler?()
@@ -190,17 +243,18 @@ final class WaitingRequests: Sendable {
         _ = (unsent, waiting)
     }
 
-    /// Answers every waiting request with `response`, and refuses to suspend any more. No
-    /// gone-handler is called from then on.
-    func close(answering response: HTTPResponse) {
+    /// Answers every waiting request with `response` (but those whose work makes their answer,
+    /// unless `includingOffloaded`), and refuses to suspend any more. No gone-handler is called
+    /// from then on.
+    func close(answering response: HTTPResponse, includingOffloaded: Bool = false) {
         let resumed = state.withLock { state -> [ID: Waiting] in
             state.isClosed = true
-            for (id, waiting) in state.suspended {
+            let resumed = state.suspended.filter { includingOffloaded || !$0.value.isOffloaded }
+            for (id, waiting) in resumed {
                 state.answers[id] = response
+                state.suspended[id] = nil
                 resume(waiting)
             }
-            let resumed = state.suspended
-            state.suspended = [:]
             return resumed
         }
         _ = resumed

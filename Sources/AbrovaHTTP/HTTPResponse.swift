@@ -11,6 +11,8 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// Set by `deferred`: the server calls it with a responder instead of sending this response.
     var deferredStart: (@Sendable (HTTPResponder) -> Void)?
+    /// Set by `offloaded`: the server runs it on a worker thread and sends what it makes.
+    var offloadedWork: (@Sendable () -> HTTPResponse)?
 
     /// A response from its status, headers and body.
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {

@@ -15,8 +15,10 @@ import CMicroHTTPD
 /// `threadCount` threads, never the main thread nor a Swift concurrency executor. Calls for
 /// different requests run at the same time on different threads. A handler may block (on a
 /// database, say), but holds its thread while it does, and the other connections that thread
-/// serves wait with it. A handler that waits for an event (a long poll) returns
-/// `HTTPResponse.deferred` instead, and answers later without holding a thread or a slot.
+/// serves wait with it: a handler whose answer waits returns `HTTPResponse.offloaded`, whose work
+/// runs on one of `workerCount` threads of the server's own. A handler that waits for an event (a
+/// long poll) returns `HTTPResponse.deferred` instead, and answers later without holding a thread
+/// or a slot.
 ///
 /// The server refuses, without calling the handler: heads that could be read more than one way
 /// (400, then the connection is closed; see `HTTPHeadAmbiguity`), bodies over `maximumBodyBytes`
@@ -135,6 +137,12 @@ public final class HTTPServer: Sendable {
             {
                 usleep(1_000)
             }
+            // Work still running past the deadline is answered 503 (its own answer goes nowhere),
+            // and the daemon given a moment to take the resumes.
+            core.waiting.close(answering: .shuttingDown, includingOffloaded: true)
+            let resumesTaken = ContinuousClock.now.advanced(by: .seconds(1))
+            while core.waiting.answeredRequests.value > 0, ContinuousClock.now < resumesTaken { usleep(1_000) }
+            core.workers.close()
             abrova_http_stop(running)
             daemon = nil
         }
@@ -161,6 +169,9 @@ extension HTTPServerConfiguration {
         guard (threadCount...Int(UInt32.max)).contains(maximumConnections) else {
             throw HTTPServerError(
                 message: "maximumConnections must be between threadCount and \(UInt32.max), not \(maximumConnections)")
+        }
+        guard (1...1024).contains(workerCount) else {
+            throw HTTPServerError(message: "workerCount must be between 1 and 1024, not \(workerCount)")
         }
         guard maximumConcurrentRequests >= 1 else {
             throw HTTPServerError(message: "maximumConcurrentRequests must be at least 1, not \(maximumConcurrentRequests)")
@@ -277,11 +288,14 @@ private final class ServerCore: Sendable {
     let isShuttingDown = Protected<Bool>(false)
     /// `RequestState`s allocated and not yet freed.
     let liveRequestStates = Protected<Int>(0)
-    /// Requests whose handler deferred the answer.
+    /// Requests whose handler deferred the answer, or offloaded it.
     let waiting = WaitingRequests()
+    /// The threads that run offloaded work (`HTTPResponse.offloaded`).
+    let workers: WorkerThreads
 
     init(configuration: HTTPServerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
         self.handler = handler
+        workers = WorkerThreads(count: configuration.workerCount)
         self.maximumBodyBytes = configuration.maximumBodyBytes
         self.maximumConcurrentRequests = configuration.maximumConcurrentRequests
         unthrottledPaths = configuration.unthrottledPaths
@@ -396,10 +410,39 @@ private final class ServerCore: Sendable {
         )
         state.body = [] // the request owns the only copy now
         let response = handler(request)
+        if let work = response.offloadedWork { return offload(work, state, on: connection) }
         guard let start = response.deferredStart else {
             return respond(response, to: state, on: connection)
         }
         return deferAnswer(start, state, on: connection)
+    }
+
+    /// The answer is made on a worker thread: the connection is suspended, and the request keeps
+    /// its slot and its place in `answeringRequests` until the work has returned, whether or not
+    /// its client is still there.
+    private func offload(_ work: @escaping @Sendable () -> HTTPResponse, _ state: RequestState, on connection: OpaquePointer) -> Bool {
+        guard let id = waiting.suspend(connection, isOffloaded: true) else {
+            return respond(.shuttingDown, to: state, on: connection)
+        }
+        state.waitingID = id
+        // Counted by the work from now on, not by the request's completion.
+        let isAdmitted = state.isAdmitted
+        state.isAdmitted = false
+        state.isAnswering = false
+        workers.submit { [self] in
+            // Not started for a client gone meanwhile: a client that sends and hangs up at once
+            // must not pile up work.
+            if waiting.isWaiting(id) {
+                var response = work()
+                if response.deferredStart != nil || response.offloadedWork != nil {
+                    response = .error(status: 500, message: "offloaded work made a response that is not an answer")
+                }
+                waiting.answer(id, with: response)
+            }
+            if isAdmitted { admittedRequests.withLock { $0 -= 1 } }
+            answeringRequests.withLock { $0 -= 1 }
+        }
+        return true
     }
 
     /// The handler answers later: the connection is suspended, and the request gives back its

@@ -5,12 +5,16 @@ public struct HTTPServerConfiguration: Sendable {
     /// How many threads serve connections (libmicrohttpd's thread pool). A handler runs on one of
     /// them and holds it while it runs, so this bounds how many handlers run at once.
     public var threadCount: Int
+    /// How many threads run the work of offloaded answers (`HTTPResponse.offloaded`): work that
+    /// waits, on a database say, without holding a thread that serves connections.
+    public var workerCount: Int
     /// The largest request body accepted; a larger one is answered with 413.
     public var maximumBodyBytes: Int
     /// The most requests being answered at once, each counted from the end of its body (a client
     /// still sending holds no slot) until its answer is sent; one more is answered with 429 and
     /// `Retry-After: 1`. Requests for `unthrottledPaths` are not counted, nor requests waiting for
-    /// a deferred answer (`HTTPResponse.deferred`).
+    /// a deferred answer (`HTTPResponse.deferred`); requests whose answer is offloaded
+    /// (`HTTPResponse.offloaded`) are, until their work returns.
     public var maximumConcurrentRequests: Int
     /// Paths answered whatever the load (cheap probes: a load balancer's health check must not
     /// read an overloaded server as down).
@@ -41,6 +45,7 @@ public struct HTTPServerConfiguration: Sendable {
     public init(
         port: UInt16 = 0,
         threadCount: Int = 4,
+        workerCount: Int = 8,
         maximumBodyBytes: Int = 16 * 1024 * 1024,
         maximumConcurrentRequests: Int = 64,
         connectionTimeoutSeconds: Int = 30,
@@ -58,6 +63,7 @@ public struct HTTPServerConfiguration: Sendable {
         self.maximumConnections = maximumConnections
         self.port = port
         self.threadCount = threadCount
+        self.workerCount = workerCount
         self.maximumBodyBytes = maximumBodyBytes
         self.maximumConcurrentRequests = maximumConcurrentRequests
         self.connectionTimeoutSeconds = connectionTimeoutSeconds

@@ -44,6 +44,14 @@ public struct PostgresStatement: Hashable, Sendable {
     }
 }
 
+/// One statement of a pipeline (`PostgresConnection.pipeline(_:)`).
+public enum PostgresStep: Sendable {
+    /// A prepared statement with its values.
+    case statement(PostgresStatement, [PostgresValue])
+    /// One SQL statement without parameters: `BEGIN`, `COMMIT`.
+    case sql(String)
+}
+
 /// One connection to a PostgreSQL server.
 ///
 /// Not `Sendable`: a connection belongs to one thread at a time (`PostgresPool` lends it out). Its
@@ -57,6 +65,8 @@ public final class PostgresConnection {
     let handle: OpaquePointer
     private var prepared: Set<String> = []
     private var isInTransaction = false
+    /// A pipeline left libpq in a state this connection cannot leave: it is not to be used again.
+    private var isAbandoned = false
 
     /// Connects to the server that `url` names (a `postgresql://` URL or a `key=value` string).
     ///
@@ -78,7 +88,7 @@ public final class PostgresConnection {
     deinit { PQfinish(handle) }
 
     /// Whether the connection still works, as far as libpq knows.
-    public var isBroken: Bool { PQstatus(handle) != CONNECTION_OK }
+    public var isBroken: Bool { isAbandoned || PQstatus(handle) != CONNECTION_OK }
 
     /// Runs SQL without parameters (schema, session settings); several statements may be given.
     ///
@@ -136,14 +146,110 @@ public final class PostgresConnection {
         return result
     }
 
+    /// Runs `steps` in order, sent together and answered together: one round trip to the server
+    /// (libpq's pipeline mode), where running them one by one takes one each. Statements not yet
+    /// prepared on this connection are prepared in the same trip. Returns each step's rows.
+    ///
+    /// The steps run as they would one by one: `BEGIN` and `COMMIT` among them make transactions;
+    /// the steps outside one run each in its own.
+    /// The first step that fails ends the pipeline: the server skips the steps after it, and an
+    /// open transaction is left failed (to be rolled back).
+    ///
+    ///     let rows = try connection.pipeline([.sql("BEGIN"), .statement(lockClient, [.text(id)]), .statement(documents, keys)])
+    ///
+    /// - Throws: `PostgresError` of the step that failed, with its index in `failedStep`.
+    @discardableResult
+    public func pipeline(_ steps: [PostgresStep]) throws(PostgresError) -> [PostgresRows] {
+        guard PQenterPipelineMode(handle) == 1 else { throw failure("libpq could not enter pipeline mode") }
+        // What was sent, in order: each step, after the preparation of its statement when needed
+        // (the name it prepares).
+        var sent: [(step: Int, preparing: String?)] = []
+        var preparing: Set<String> = []
+        for (index, step) in steps.enumerated() {
+            let isQueued: Bool
+            switch step {
+            case .sql(let sql):
+                isQueued = PQsendQueryParams(handle, sql, 0, nil, nil, nil, nil, 1) == 1
+            case .statement(let statement, let values):
+                precondition(
+                    values.count == statement.parameterTypes.count, "\(statement.name) takes \(statement.parameterTypes.count) values")
+                if !prepared.contains(statement.name) && !preparing.contains(statement.name) {
+                    let types = statement.parameterTypes.map(\.rawValue)
+                    guard PQsendPrepare(handle, statement.name, statement.sql, Int32(types.count), types) == 1 else {
+                        throw abandoning("libpq could not send a statement")
+                    }
+                    preparing.insert(statement.name)
+                    sent.append((index, statement.name))
+                }
+                isQueued = BoundParameters(values).withPointers { pointers, lengths, formats in
+                    PQsendQueryPrepared(handle, statement.name, Int32(values.count), pointers, lengths, formats, 1) == 1
+                }
+            }
+            guard isQueued else { throw abandoning("libpq could not send a statement") }
+            sent.append((index, nil))
+        }
+        guard PQpipelineSync(handle) == 1 else { throw abandoning("libpq could not send the pipeline") }
+
+        var rows: [PostgresRows] = []
+        var failed: PostgresError?
+        for (step, name) in sent {
+            // Each statement's result, then a null that ends it.
+            guard let result = PQgetResult(handle) else { throw abandoning("the pipeline's answer ended early") }
+            while let extra = PQgetResult(handle) { PQclear(extra) }
+            switch PQresultStatus(result) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+                if let name {
+                    prepared.insert(name)
+                    PQclear(result)
+                } else {
+                    rows.append(PostgresRows(result))
+                }
+            case PGRES_PIPELINE_ABORTED:
+                PQclear(result)
+            default:
+                if failed == nil {
+                    var error = self.error(of: result, message: PQresultErrorMessage(result))
+                    error.failedStep = step
+                    failed = error
+                }
+                PQclear(result)
+                if isBroken { throw abandoning(failed?.message ?? "the connection was lost") }
+            }
+        }
+        guard let sync = PQgetResult(handle), PQresultStatus(sync) == PGRES_PIPELINE_SYNC else {
+            throw abandoning("the pipeline's answer did not end as it should")
+        }
+        PQclear(sync)
+        guard PQexitPipelineMode(handle) == 1 else { throw abandoning("libpq could not leave pipeline mode") }
+        if let failed { throw failed }
+        return rows
+    }
+
+    /// Marks the connection as not to be used again (the pool closes it): what it was doing was
+    /// cut short, so libpq's state is unknown. The error is a lost connection's: the work may
+    /// or may not have been done.
+    private func abandoning(_ message: String) -> PostgresError {
+        isAbandoned = true
+        let detail = String(cString: PQerrorMessage(handle))
+        return PostgresError(sqlState: "", message: detail.isEmpty ? message : "\(message): \(detail)", isConnectionLost: true)
+    }
+
+    private func failure(_ message: String) -> PostgresError {
+        PostgresError(sqlState: "", message: message + ": " + String(cString: PQerrorMessage(handle)), isConnectionLost: isBroken)
+    }
+
     private func check(_ result: OpaquePointer?) throws(PostgresError) {
         let status = result.map(PQresultStatus) ?? PGRES_FATAL_ERROR
         guard status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK else { return }
+        throw error(of: result, message: PQerrorMessage(handle))
+    }
+
+    /// The error a failed result reports, with `message`.
+    private func error(of result: OpaquePointer?, message: UnsafePointer<CChar>?) -> PostgresError {
         let sqlState = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) } ?? ""
-        let message = String(cString: PQerrorMessage(handle))
         // Class 08 is a connection exception; 57P01-03 are a server shutting down or not yet up.
         let isLost = isBroken || sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState)
-        throw PostgresError(sqlState: sqlState, message: message, isConnectionLost: isLost)
+        return PostgresError(sqlState: sqlState, message: message.map { String(cString: $0) } ?? "", isConnectionLost: isLost)
     }
 }
 

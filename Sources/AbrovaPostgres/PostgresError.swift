@@ -10,6 +10,8 @@ public struct PostgresError: Error, Hashable, Sendable, CustomStringConvertible 
     /// Whether the connection is gone (the server restarted, the network dropped, it could not be
     /// opened): the work was not done, or its outcome is unknown, and a new connection may succeed.
     public let isConnectionLost: Bool
+    /// In a pipeline (`PostgresConnection.pipeline(_:)`), the index of the step that failed.
+    public internal(set) var failedStep: Int?
 
     init(sqlState: String, message: String, isConnectionLost: Bool) {
         self.sqlState = sqlState

@@ -143,71 +143,31 @@ public final class PostgresServerStore: ServerStore, Sendable {
     }
 
     private func writeOnce<Result>(on connection: PostgresConnection, _ body: (any ServerTransaction) throws -> Result) throws -> Result {
-        // Round trips are what a write costs when the database is a few milliseconds away, so
-        // the ticket's registration and commit, and the BEGIN, go in one; the ticket's removal,
-        // the notification and the COMMIT in another. (The values are numbers, and the schema's
-        // name quoted as a literal.)
         let writer = Int64.random(in: 1...Int64.max)
-        let lease = Int64(writerLease / .milliseconds(1))
+        let transaction = PostgresServerTransaction(
+            connection: connection, writer: writer, lease: Int64(writerLease / .milliseconds(1)), schema: schema)
         do {
-            try connection.execute(
-                """
-                BEGIN;
-                DELETE FROM abrova_writing WHERE expires_at < clock_timestamp();
-                INSERT INTO abrova_writing (id, ticket, expires_at)
-                SELECT \(writer), CASE WHEN is_called THEN last_value + 1 ELSE last_value END,
-                       clock_timestamp() + \(lease) * interval '1 millisecond'
-                FROM abrova_versions;
-                COMMIT;
-                BEGIN
-                """)
-        } catch {
-            // A statement of the string failed: the rest was skipped, and the session is in a
-            // failed transaction that the pool must not lend on.
-            if !connection.isBroken { try? connection.execute("ROLLBACK") }
-            throw error
-        }
-        do {
-            let transaction = PostgresServerTransaction(connection: connection, writer: writer)
             let result = try body(transaction)
-            try transaction.flush()
-            // The ticket goes with the commit, atomically: a pull sees the documents or the
-            // ticket. Gone already (1 / 0), it was taken for a vanished writer's: this one must
-            // not commit, and the COMMIT after it is skipped.
-            try commit(writer: writer, on: connection)
+            try transaction.commit()
             return result
         } catch {
-            if !connection.isBroken {
-                try? connection.execute("ROLLBACK")
-                try? connection.execute("DELETE FROM abrova_writing WHERE id = \(writer); \(wakeWatches)")
+            if transaction.isOpen && !connection.isBroken {
+                // One string, so one round trip: the ROLLBACK ends the failed transaction, and the
+                // ticket's removal and the wake-up run in one of their own. (The values are
+                // numbers, and the schema's name quoted as a literal.)
+                try? connection.execute(
+                    """
+                    ROLLBACK;
+                    DELETE FROM abrova_writing WHERE id = \(writer);
+                    SELECT pg_notify('\(PostgresCommitListener.channel)', \(Self.literal(schema)))
+                    """)
             }
             throw error
         }
     }
 
-    /// Tells every process's watches to look again: sent at every ticket's end, whatever its
-    /// write saved, since changes of others above the ticket became readable.
-    private var wakeWatches: String { "SELECT pg_notify('\(PostgresCommitListener.channel)', \(Self.literal(schema)))" }
-
-    /// Removes the write's ticket, wakes the watches and commits, in one round trip.
-    ///
-    /// - Throws: `WriteConflict` when the ticket was gone; `PostgresError`.
-    private func commit(writer: Int64, on connection: PostgresConnection) throws {
-        do {
-            try connection.execute(
-                """
-                WITH gone AS (DELETE FROM abrova_writing WHERE id = \(writer) RETURNING id) SELECT 1 / count(*) FROM gone;
-                \(wakeWatches);
-                COMMIT
-                """)
-        } catch {
-            if error.sqlState == "22012" { throw WriteConflict("the write took longer than its lease") }
-            throw error
-        }
-    }
-
     /// `text` as an SQL string literal.
-    private static func literal(_ text: String) -> String {
+    static func literal(_ text: String) -> String {
         "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
     }
 
@@ -345,7 +305,26 @@ struct WriteConflict: Error, CustomStringConvertible {
 private enum Statements {
     /// Takes a transaction-scoped advisory lock: the schema lock.
     static let lock = PostgresStatement("lock", "SELECT pg_advisory_xact_lock($1)", parameters: [.integer])
-    // A write's ticket is registered, and removed, by `writeOnce`'s own statements.
+    /// Registers a write's ticket: the version the sequence will hand out next, read, not taken
+    /// (so versions stay as dense as without tickets), leased for $2 milliseconds. Expired
+    /// tickets go first: their writers vanished.
+    static let registerTicket = PostgresStatement(
+        "register_ticket",
+        """
+        WITH expired AS (DELETE FROM abrova_writing WHERE expires_at < clock_timestamp())
+        INSERT INTO abrova_writing (id, ticket, expires_at)
+        SELECT $1, CASE WHEN is_called THEN last_value + 1 ELSE last_value END, clock_timestamp() + $2 * interval '1 millisecond'
+        FROM abrova_versions
+        """, parameters: [.integer, .integer])
+    /// Removes a write's ticket, in its transaction; fails (1 / 0) when the ticket was gone
+    /// already: its lease expired and a puller may have read past it.
+    static let releaseTicket = PostgresStatement(
+        "release_ticket",
+        """
+        WITH gone AS (DELETE FROM abrova_writing WHERE id = $1 RETURNING id) SELECT 1 / count(*) FROM gone
+        """, parameters: [.integer])
+    /// Wakes the watches of every process following the schema $2 on channel $1.
+    static let wakeWatches = PostgresStatement("wake_watches", "SELECT pg_notify($1, $2)", parameters: [.text, .text])
     static let lockHorizon = PostgresStatement("lock_horizon", "SELECT number FROM abrova_meta WHERE key = 'horizon' FOR UPDATE")
     static let tablesSchema = PostgresStatement(
         "tables_schema",
@@ -410,18 +389,25 @@ private enum Statements {
             OR EXISTS (SELECT 1 FROM abrova_writing WHERE ticket <= $2 AND id <> $3)
             OR (SELECT number FROM abrova_meta WHERE key = 'horizon') > $1)::int::bigint
         """, parameters: [.integer, .integer, .integer])
-    static let nextVersions = PostgresStatement(
-        "next_versions", "SELECT nextval('abrova_versions') FROM generate_series(1, $1)",
-        parameters: [.integer])
-    /// Documents this write found missing: another write that created one meanwhile makes
-    /// fewer rows come back, and this write runs again.
+    /// $1 versions for batch $4 of user $2's client $3, none for a batch the client's record
+    /// (locked) shows applied already: a retry takes no versions it would not use.
+    static let nextVersionsForBatch = PostgresStatement(
+        "next_versions_for_batch",
+        """
+        SELECT nextval('abrova_versions') FROM generate_series(1, $1)
+        WHERE NOT EXISTS (SELECT 1 FROM abrova_clients WHERE user_id = $2 AND client_id = $3 AND sequence >= $4)
+        """, parameters: [.integer, .text, .text, .integer])
+    /// Documents this write found missing, $7 of them: when another write created one
+    /// meanwhile, fewer are inserted and the statement fails (1 / 0), and this write runs again.
     static let createDocuments = PostgresStatement(
         "create_documents",
         """
-        INSERT INTO abrova_documents (collection, id, owner, version, deleted_at, state)
-        SELECT * FROM unnest($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (collection, id) DO NOTHING RETURNING version
-        """, parameters: [.texts, .texts, .texts, .integers, .reals, .byteses])
+        WITH created AS (
+            INSERT INTO abrova_documents (collection, id, owner, version, deleted_at, state)
+            SELECT * FROM unnest($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (collection, id) DO NOTHING RETURNING 1)
+        SELECT 1 / (count(*) = $7)::int FROM created
+        """, parameters: [.texts, .texts, .texts, .integers, .reals, .byteses, .integer])
     static let saveDocuments = PostgresStatement(
         "save_documents",
         """
@@ -475,79 +461,130 @@ private enum Statements {
 
 /// A write transaction on one connection, holding the rows of its client and its documents.
 ///
-/// Round trips are what a write transaction costs here, and writes to the same documents wait
-/// meanwhile; so a batch reads its documents and takes its versions in one statement each
-/// (`prepare(for:)`), and its writes wait in memory and go in one or two statements before the commit.
+/// Round trips are what a write costs when the database is a few milliseconds away, and writes to
+/// the same documents wait meanwhile; so the statements go in pipelines. The first (with the
+/// client's record, `client(_:of:preparing:)`) registers the ticket, begins the transaction,
+/// locks the client and the documents and takes the versions; the writes wait in memory and go
+/// with the commit (or with the check of `isUnchanged(after:through:)`). A push takes two round
+/// trips, three with that check.
 private final class PostgresServerTransaction: ServerTransaction {
     let connection: PostgresConnection
     /// The write's id among the writes in progress.
     let writer: Int64
+    /// Whether the transaction was begun: its ticket may be registered.
+    private(set) var isOpen = false
+    /// The steps that register the ticket, committed at once, and begin the transaction: sent
+    /// before the first statement.
+    private let opening: [PostgresStep]
+    /// The steps that remove the ticket, wake the watches and commit.
+    private let closing: [PostgresStep]
     /// Documents read or written in this transaction (`nil`: known not to exist).
     private var documents: [DocumentKey: StoredDocument?] = [:]
     /// Documents read as missing: created with a check that no other write created them meanwhile.
     private var missing: Set<DocumentKey> = []
     /// Writes not yet sent, by document (a document written twice is sent once, as last written).
     private var unsaved: [DocumentKey: (document: StoredDocument, deletedAt: Date?)] = [:]
+    /// The client's record, when saved and not yet sent.
+    private var unsavedClient: ClientRecord?
     /// Versions taken from the sequence and not yet handed out, smallest last.
     private var versions: [Version] = []
 
-    init(connection: PostgresConnection, writer: Int64) {
+    /// A transaction of the write `writer`, its ticket leased for `lease` milliseconds, waking the
+    /// watches of `schema` at its end.
+    init(connection: PostgresConnection, writer: Int64, lease: Int64, schema: String) {
         self.connection = connection
         self.writer = writer
+        opening = [
+            .sql("BEGIN"), .statement(Statements.registerTicket, [.integer(writer), .integer(lease)]), .sql("COMMIT"), .sql("BEGIN"),
+        ]
+        closing = [
+            .statement(Statements.releaseTicket, [.integer(writer)]),
+            .statement(Statements.wakeWatches, [.text(PostgresCommitListener.channel), .text(schema)]),
+            .sql("COMMIT"),
+        ]
+    }
+
+    /// Runs `steps` in one round trip, after the opening steps if the transaction is not yet
+    /// begun and the writes waiting in memory (so that reads see them); returns the rows of `steps`.
+    ///
+    /// - Throws: `WriteConflict` when the ticket's removal or a creation check fails (1 / 0), so
+    ///   that the write runs again; `PostgresError`.
+    private func run(_ steps: [PostgresStep]) throws -> [PostgresRows] {
+        let prefix = (isOpen ? [] : opening) + takeUnsent()
+        isOpen = true
+        return Array(try pipeline(prefix + steps).dropFirst(prefix.count))
+    }
+
+    /// `connection.pipeline(steps)`, with a failed 1 / 0 check as a `WriteConflict`.
+    private func pipeline(_ steps: [PostgresStep]) throws -> [PostgresRows] {
+        do {
+            return try connection.pipeline(steps)
+        } catch  where error.sqlState == "22012" {
+            throw WriteConflict("another write created one of this write's documents meanwhile, or this write outlived its lease")
+        }
     }
 
     func client(_ clientID: String, of userID: String) throws -> ClientRecord? {
-        let rows = try connection.run(Statements.lockClient, [.text(userID), .text(clientID)])
-        guard rows.count > 0, rows.integer(0, 0) > 0 else { return nil }
-        return ClientRecord(
-            clientID: clientID, userID: userID, sequence: rows.integer(0, 0), digest: rows.bytes(0, 1),
-            answer: rows.bytes(0, 2))
+        try client(clientID, of: userID, preparing: [], forBatch: 0)
     }
 
-    func saveClient(_ record: ClientRecord) throws {
-        try connection.run(
-            Statements.saveClient,
-            [
-                .text(record.clientID), .text(record.userID), .integer(record.sequence),
-                .bytes(record.digest), .bytes(record.answer),
-            ])
-    }
-
-    func prepare(for keys: [DocumentKey]) throws {
+    func client(_ clientID: String, of userID: String, preparing keys: [DocumentKey], forBatch sequence: Int64) throws -> ClientRecord? {
+        var steps: [PostgresStep] = [.statement(Statements.lockClient, [.text(userID), .text(clientID)])]
         let unknown = Set(keys.filter { documents[$0] == nil }).sorted { ($0.collection, $0.id) < ($1.collection, $1.id) }
         if !unknown.isEmpty {
-            let rows = try connection.run(
-                Statements.documentsForUpdate,
-                [
-                    .array(.text, unknown.map { .text($0.collection) }),
-                    .array(.text, unknown.map { .text($0.id) }),
-                ])
+            steps.append(
+                .statement(
+                    Statements.documentsForUpdate,
+                    [.array(.text, unknown.map { .text($0.collection) }), .array(.text, unknown.map { .text($0.id) })]))
+        }
+        let needed = keys.count - versions.count
+        if needed > 0 {
+            steps.append(
+                .statement(Statements.nextVersionsForBatch, [.integer(Int64(needed)), .text(userID), .text(clientID), .integer(sequence)]))
+        }
+
+        let rows = try run(steps)
+        if !unknown.isEmpty {
             for key in unknown { documents[key] = .some(nil) }
             missing.formUnion(unknown)
-            for row in 0..<rows.count {
-                let document = try PostgresServerStore.storedDocument(rows, row)
+            let found = rows[1]
+            for row in 0..<found.count {
+                let document = try PostgresServerStore.storedDocument(found, row)
                 documents[document.key] = document
                 missing.remove(document.key)
             }
         }
-        let needed = keys.count - versions.count
-        if needed > 0 {
-            let rows = try connection.run(Statements.nextVersions, [.integer(Int64(needed))])
-            let taken = (0..<rows.count).map { Version(UInt64(bitPattern: rows.integer($0, 0))) }
-            versions = (versions + taken).sorted(by: >)
+        if needed > 0, let taken = rows.last {
+            versions = (versions + (0..<taken.count).map { Version(UInt64(bitPattern: taken.integer($0, 0))) }).sorted(by: >)
         }
+        let record = rows[0]
+        guard record.count > 0, record.integer(0, 0) > 0 else { return nil }
+        return ClientRecord(
+            clientID: clientID, userID: userID, sequence: record.integer(0, 0), digest: record.bytes(0, 1),
+            answer: record.bytes(0, 2))
+    }
+
+    func saveClient(_ record: ClientRecord) throws {
+        unsavedClient = record
     }
 
     func isUnchanged(after: Version, through last: Version) throws -> Bool {
-        let rows = try connection.run(
+        // Asked as if this write's documents were not yet sent (they are sent after it, in the same
+        // round trip): they count as they were.
+        let unsent = takeUnsent()
+        let check = PostgresStep.statement(
             Statements.isUnchanged,
             [.integer(Int64(bitPattern: after.rawValue)), .integer(Int64(bitPattern: last.rawValue)), .integer(writer)])
-        return rows.integer(0, 0) == 0
+        if unsent.isEmpty { return try run([check])[0].integer(0, 0) == 0 }
+        // Not `run`, which would send the writes first.
+        let prefix = isOpen ? [] : opening
+        isOpen = true
+        return try pipeline(prefix + [check] + unsent)[prefix.count].integer(0, 0) == 0
     }
 
     func document(_ key: DocumentKey) throws -> StoredDocument? {
         if let known = documents[key] { return known }
-        let rows = try connection.run(Statements.documentForUpdate, [.text(key.collection), .text(key.id)])
+        let rows = try run([.statement(Statements.documentForUpdate, [.text(key.collection), .text(key.id)])])[0]
         let document = rows.count == 0 ? nil : try PostgresServerStore.storedDocument(rows, 0)
         documents[key] = document
         if document == nil { missing.insert(key) }
@@ -556,7 +593,7 @@ private final class PostgresServerTransaction: ServerTransaction {
 
     func nextVersion() throws -> Version {
         if let version = versions.popLast() { return version }
-        return Version(UInt64(bitPattern: try connection.run(Statements.nextVersion).integer(0, 0)))
+        return Version(UInt64(bitPattern: try run([.statement(Statements.nextVersion, [])])[0].integer(0, 0)))
     }
 
     func saveDocument(_ document: StoredDocument, at time: Date) throws {
@@ -564,26 +601,40 @@ private final class PostgresServerTransaction: ServerTransaction {
         unsaved[document.key] = (document, document.state.exists ? nil : time)
     }
 
-    /// Sends the writes, in one statement; whether there were any.
-    @discardableResult
-    func flush() throws -> Bool {
-        guard !unsaved.isEmpty else { return false }
-        // In key order, as the rows were locked: two writes creating shared documents wait in one order.
+    /// Sends what waits, removes the ticket, wakes the watches and commits, in one round trip.
+    /// Nothing, when the transaction neither began nor has anything to send.
+    func commit() throws {
+        guard isOpen || unsavedClient != nil || !unsaved.isEmpty else { return }
+        _ = try run(closing)
+    }
+
+    /// The steps that send the writes waiting in memory (the client's record first, then the
+    /// documents in key order, as their rows were locked), which no longer wait.
+    private func takeUnsent() -> [PostgresStep] {
+        var steps: [PostgresStep] = []
+        if let record = unsavedClient {
+            steps.append(
+                .statement(
+                    Statements.saveClient,
+                    [.text(record.clientID), .text(record.userID), .integer(record.sequence), .bytes(record.digest), .bytes(record.answer)])
+            )
+            unsavedClient = nil
+        }
+        guard !unsaved.isEmpty else { return steps }
         let all = unsaved.values.sorted {
             ($0.document.key.collection, $0.document.key.id) < ($1.document.key.collection, $1.document.key.id)
         }
         unsaved = [:]
         let created = all.filter { missing.contains($0.document.key) }
-        if !created.isEmpty {
-            guard try connection.run(Statements.createDocuments, Self.columns(of: created)).count == created.count else {
-                throw WriteConflict("another write created one of this write's documents meanwhile")
-            }
-        }
         let updated = all.filter { !missing.contains($0.document.key) }
-        if !updated.isEmpty { try connection.run(Statements.saveDocuments, Self.columns(of: updated)) }
-        return true
+        if !created.isEmpty {
+            steps.append(.statement(Statements.createDocuments, Self.columns(of: created) + [.integer(Int64(created.count))]))
+            // Created now: a later write of them in this transaction is an update.
+            missing.subtract(created.map(\.document.key))
+        }
+        if !updated.isEmpty { steps.append(.statement(Statements.saveDocuments, Self.columns(of: updated))) }
+        return steps
     }
-
     /// The statement values of `rows`, a column each.
     private static func columns(of rows: [(document: StoredDocument, deletedAt: Date?)]) -> [PostgresValue] {
         [

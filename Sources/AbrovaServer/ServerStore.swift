@@ -46,14 +46,20 @@ public protocol ServerTransaction {
     /// documents. Documents this transaction wrote count as they were (its writes are saved at
     /// its end).
     func isUnchanged(after: Version, through last: Version) throws -> Bool
-    /// Says which documents the batch will read and write, and so how many versions it will
-    /// take (one a change), before it starts: a store across a network reads them all at once.
-    func prepare(for keys: [DocumentKey]) throws
+    /// The record of the user's client, as `client(_:of:)`, before its batch `sequence` starts,
+    /// with the batch's documents `keys` read and as many versions taken as there are keys (one a
+    /// change; none when the record shows the batch applied already): a store across a network
+    /// does it all in one round trip.
+    func client(_ clientID: String, of userID: String, preparing keys: [DocumentKey], forBatch sequence: Int64) throws -> ClientRecord?
 }
 
 extension ServerTransaction {
-    /// Nothing to prepare: an embedded store reads a document as cheaply alone as in a batch.
-    public func prepare(for keys: [DocumentKey]) throws {}
+    /// `client(_:of:)`: an embedded store reads a document as cheaply alone as in a batch.
+    public func client(_ clientID: String, of userID: String, preparing keys: [DocumentKey], forBatch sequence: Int64) throws
+        -> ClientRecord?
+    {
+        try client(clientID, of: userID)
+    }
 }
 
 /// Where the server keeps documents, client records and the version counter.

@@ -83,21 +83,49 @@ public struct SyncHTTPHandler: Sendable {
                     }
                 }
             }
+            if Self.waitsOnStore(request) {
+                // Made on a worker thread: a push waits on the database (round trips to a
+                // PostgreSQL across a network, an fsync), and the thread that read it serves other
+                // connections that must not wait with it.
+                return .offloaded { [self, caller] in answer(request, id: id, since: start, caller: caller) }
+            }
+        } catch {
+            return refused(request, error, id: id, since: start, caller: caller)
+        }
+        return answer(request, id: id, since: start, caller: caller)
+    }
+
+    /// Whether answering `request` waits on the store: a push or a pull.
+    private static func waitsOnStore(_ request: HTTPRequest) -> Bool {
+        (request.method == "POST" && request.path == "/v1/push") || (request.method == "GET" && request.path == "/v1/pull")
+    }
+
+    /// The answer to a request of any route but the watch, logged.
+    private func answer(_ request: HTTPRequest, id: String, since start: ContinuousClock.Instant, caller: Caller?) -> HTTPResponse {
+        var caller = caller
+        do {
             var response = try route(request, caller: &caller)
             response.headers.append(("X-Request-Id", id))
             record(request, id: id, status: response.status, since: start, caller: caller)
             return response
         } catch {
-            var response = encoded(status: error.statusCode, body: error.body, for: request)
-            if error.reason == .overloaded { response.headers.append(("Retry-After", "5")) }
-            response.headers.append(("X-Request-Id", id))
-            service.metrics.add("abrova_rejections_total", [("reason", error.reason.rawValue)])
-            if error.reason == .unavailable || error.reason == .failed {
-                service.metrics.add("abrova_database_errors_total", [("kind", error.reason.rawValue)])
-            }
-            record(request, id: id, status: response.status, since: start, caller: caller)
-            return response
+            return refused(request, error, id: id, since: start, caller: caller)
         }
+    }
+
+    /// The answer to a request refused with `error`, logged and counted.
+    private func refused(
+        _ request: HTTPRequest, _ error: Refusal, id: String, since start: ContinuousClock.Instant, caller: Caller?
+    ) -> HTTPResponse {
+        var response = encoded(status: error.statusCode, body: error.body, for: request)
+        if error.reason == .overloaded { response.headers.append(("Retry-After", "5")) }
+        response.headers.append(("X-Request-Id", id))
+        service.metrics.add("abrova_rejections_total", [("reason", error.reason.rawValue)])
+        if error.reason == .unavailable || error.reason == .failed {
+            service.metrics.add("abrova_database_errors_total", [("kind", error.reason.rawValue)])
+        }
+        record(request, id: id, status: response.status, since: start, caller: caller)
+        return response
     }
 
     /// Logs an answered request and counts it.

@@ -106,7 +106,9 @@ public final class SyncService: Sendable {
         var committedResults: [ChangeResult]?
         let answer = try Self.storeCall(log: configuration.log) {
             try store.write { transaction in
-                if let record = try transaction.client(batch.clientID, of: user) {
+                if let record = try transaction.client(
+                    batch.clientID, of: user, preparing: batch.changes.map(\.key), forBatch: batch.sequence)
+                {
                     if batch.sequence == record.sequence {
                         guard HMACSHA256.isEqual(record.digest, digest) else {
                             throw Refusal(
@@ -121,7 +123,6 @@ public final class SyncService: Sendable {
                             .staleBatch, "batch \(batch.sequence) is older than batch \(record.sequence), the last this client sent")
                     }
                 }
-                try transaction.prepare(for: batch.changes.map(\.key))
                 var results: [ChangeResult] = []
                 results.reserveCapacity(batch.changes.count)
                 // The versions this batch's changes were applied at, by document: a document may be

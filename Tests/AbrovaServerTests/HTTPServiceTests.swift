@@ -110,6 +110,44 @@ extension ServerSuites {
             #expect(try live.fixture.service.store.write { try $0.nextVersion() } == Version(3)) // two changes, nothing more
         }
 
+        /// A push waits on the store on a worker thread: with one connection thread, other
+        /// clients' requests are answered while it waits (a database far away, an fsync), and the
+        /// push is answered once its work ends.
+        @Test(arguments: StoreKind.available)
+        func aPushWaitingOnTheStoreLeavesTheConnectionThreadToOthers(kind: StoreKind) throws {
+            let inside = DispatchSemaphore(value: 0)
+            let gate = DispatchSemaphore(value: 0)
+            let live = try LiveServer(
+                kind, http: HTTPServerConfiguration(port: 0, threadCount: 1, loopbackOnly: true),
+                afterPushCommit: { _ in
+                    inside.signal()
+                    gate.wait()
+                })
+            let pushing = try RawHTTPConnection(port: live.server.port)
+            let body = makeRequest([(cart, try .create(["items": ["milk"]], base: .zero))], sequence: 1).body
+            try pushing.send(
+                Array(
+                    ("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: \(LiveServer.apiKey)\r\n"
+                        + "Authorization: Bearer token-ana\r\nContent-Length: \(body.count)\r\n\r\n").utf8) + body)
+            inside.wait()
+            var isOpen = false
+            defer { if !isOpen { gate.signal() } } // a failure must not leave the push waiting
+            let others = try RawHTTPConnection(port: live.server.port, receiveTimeoutSeconds: 5)
+            try others.send("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let health = try others.readResponse()
+            try others.send(
+                "GET /v1/pull HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: \(LiveServer.apiKey)\r\nAuthorization: Bearer token-ben\r\n\r\n")
+            let pull = try others.readResponse()
+            gate.signal()
+            isOpen = true
+            let pushed = try pushing.readResponse()
+            #expect(health.status == 200)
+            #expect(pull.status == 200)
+            #expect(pushed.status == 200)
+            #expect(pushed.headers["x-request-id"] != nil)
+            #expect(try live.pullAll().count == 1)
+        }
+
         @Test(arguments: StoreKind.available)
         func badInputIsAnswered4xxAndChangesNothing(kind: StoreKind) throws {
             let live = try LiveServer(

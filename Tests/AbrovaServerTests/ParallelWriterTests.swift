@@ -135,9 +135,11 @@ extension ServerSuites {
             let release = DispatchSemaphore(value: 0)
             let held = Task {
                 try await onNewThread {
-                    try test.store.write { _ in
+                    try test.store.write { transaction in
+                        // A write that saves nothing (a retried batch, a refused one) but reads.
+                        _ = try transaction.client("client-a", of: "ana")
                         holding.signal()
-                        release.wait() // a write that saves nothing (a retried batch, a refused one)
+                        release.wait()
                     }
                 }
             }
@@ -210,7 +212,7 @@ extension ServerSuites {
                     try await onNewThread {
                         var isFirstTry = true
                         return try stores[index].write { transaction in
-                            try transaction.prepare(for: [key])
+                            _ = try transaction.client("writer-\(index)", of: "tester", preparing: [key], forBatch: 1)
                             let before = try transaction.document(key)
                             if isFirstTry {
                                 isFirstTry = false

@@ -114,10 +114,10 @@ final class LiveSyncServer: Sendable {
         let handler = SyncHTTPHandler(service: service, authenticator: authenticator, limits: bodyLimits)
         let recorded = recorded
         server = try HTTPServer(configuration: http) { request in
-            let response = handler.handle(request)
-            observe?(request, response)
-            recorded.update { $0.append(RecordedExchange(request, response)) }
-            return response
+            handler.handle(request).observed { response in
+                observe?(request, response)
+                recorded.update { $0.append(RecordedExchange(request, response)) }
+            }
         }
         url = URL(string: "http://127.0.0.1:\(server.port)")!
     }
