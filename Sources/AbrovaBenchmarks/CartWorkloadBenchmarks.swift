@@ -556,7 +556,9 @@ final class BenchmarkSyncServer: Sendable {
     init(store: any ServerStore, threads: Int = 8) throws {
         let service = try SyncService(store: store)
         let handler = SyncHTTPHandler(service: service, authenticator: DevelopmentAuthenticator())
-        server = try HTTPServer(configuration: HTTPServerConfiguration(port: 0, threadCount: threads, loopbackOnly: true)) {
+        server = try HTTPServer(
+            configuration: HTTPServerConfiguration(port: 0, threadCount: threads, workerCount: threads, loopbackOnly: true)
+        ) {
             handler.handle($0)
         }
     }

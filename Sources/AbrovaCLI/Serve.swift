@@ -84,7 +84,7 @@ func runServer(_ options: ServeOptions) throws {
     // PostgreSQL would only wait for one.
     var http = HTTPServerConfiguration(
         port: options.port, threadCount: options.threads,
-        workerCount: options.postgresURL == nil ? options.threads : options.postgresConnections,
+        workerCount: min(options.postgresURL == nil ? options.threads : options.postgresConnections, 1_024),
         loopbackOnly: options.bindsLoopbackOnly,
         maximumConnectionsPerAddress: options.maximumConnectionsPerAddress,
         minimumBytesPerSecond: options.minimumBytesPerSecond)

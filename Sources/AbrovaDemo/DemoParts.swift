@@ -38,8 +38,9 @@ final class DemoServer: Sendable {
         let store = try SQLiteServerStore(path: databasePath, durability: .normal)
         service = try SyncService(store: store, rules: rules)
         let handler = SyncHTTPHandler(service: service, authenticator: DevelopmentAuthenticator())
-        // Two request threads are plenty for two devices.
-        server = try HTTPServer(configuration: HTTPServerConfiguration(port: 0, threadCount: 2, loopbackOnly: true)) { request in
+        // Two request threads, and two workers, are plenty for two devices.
+        server = try HTTPServer(configuration: HTTPServerConfiguration(port: 0, threadCount: 2, workerCount: 2, loopbackOnly: true)) {
+            request in
             handler.handle(request)
         }
         url = URL(string: "http://127.0.0.1:\(server.port)")!

@@ -35,8 +35,8 @@ extension HTTPResponse {
     /// The connection is suspended meanwhile. Unlike a deferred request, the request keeps its
     /// slot of `maximumConcurrentRequests` and counts in `requestsInFlight` until `work` returns,
     /// even when its client hangs up meanwhile, and `shutdown()` waits for it as for a handler
-    /// running. Work whose client hung up before it started is not run. A deferred response made
-    /// by `work` is answered 500.
+    /// running. A client that ends its side of the connection once its request is sent still gets
+    /// the answer. A deferred response made by `work` is answered 500.
     ///
     ///     return .offloaded { .json(status: 200, try database.save(request.body)) }
     public static func offloaded(_ work: @escaping @Sendable () -> HTTPResponse) -> HTTPResponse {
@@ -193,12 +193,16 @@ final class WaitingRequests: Sendable {
     /// The client of request `id` hung up (the pacer's report): its connection is resumed with no
     /// answer kept, so libmicrohttpd closes it, and its gone-handler is called. Nothing, when the
     /// request was resumed already (the report names an older suspension).
+    ///
+    /// An offloaded request is left waiting for its work: the report comes as well when the
+    /// client only ended its sending side, as a client may once its request is sent, and still
+    /// reads the answer (a client truly gone costs the work, which its slot bounds).
     func clientGone(_ id: ID) {
         let handler = state.withLock { state -> GoneHandler? in
-            guard let waiting = state.suspended.removeValue(forKey: id) else { return nil }
+            guard let waiting = state.suspended[id], !waiting.isOffloaded else { return nil }
+            state.suspended[id] = nil
             resume(waiting)
-            // Offloaded work has no responder to give a handler, or to release the mark.
-            if waiting.onClientGone == nil && !waiting.isOffloaded { state.gone.insert(id) }
+            if waiting.onClientGone == nil { state.gone.insert(id) }
             return waiting.onClientGone
         }
         handler?()

@@ -419,7 +419,7 @@ private final class ServerCore: Sendable {
 
     /// The answer is made on a worker thread: the connection is suspended, and the request keeps
     /// its slot and its place in `answeringRequests` until the work has returned, whether or not
-    /// its client is still there.
+    /// its client is still there (so clients that send and leave cannot pile up work).
     private func offload(_ work: @escaping @Sendable () -> HTTPResponse, _ state: RequestState, on connection: OpaquePointer) -> Bool {
         guard let id = waiting.suspend(connection, isOffloaded: true) else {
             return respond(.shuttingDown, to: state, on: connection)
@@ -430,16 +430,19 @@ private final class ServerCore: Sendable {
         state.isAdmitted = false
         state.isAnswering = false
         workers.submit { [self] in
-            // Not started for a client gone meanwhile: a client that sends and hangs up at once
-            // must not pile up work.
+            // Not started once shutdown has answered it.
             if waiting.isWaiting(id) {
                 var response = work()
                 if response.deferredStart != nil || response.offloadedWork != nil {
                     response = .error(status: 500, message: "offloaded work made a response that is not an answer")
                 }
+                // The slot before the answer: the client's next request may come at once. Still
+                // answering until the answer is kept, so that shutdown waits for it.
+                if isAdmitted { admittedRequests.withLock { $0 -= 1 } }
                 waiting.answer(id, with: response)
+            } else if isAdmitted {
+                admittedRequests.withLock { $0 -= 1 }
             }
-            if isAdmitted { admittedRequests.withLock { $0 -= 1 } }
             answeringRequests.withLock { $0 -= 1 }
         }
         return true

@@ -197,7 +197,7 @@ public final class PostgresConnection {
             guard let result = PQgetResult(handle) else { throw abandoning("the pipeline's answer ended early") }
             while let extra = PQgetResult(handle) { PQclear(extra) }
             switch PQresultStatus(result) {
-            case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
                 if let name {
                     prepared.insert(name)
                     PQclear(result)
@@ -206,17 +206,22 @@ public final class PostgresConnection {
                 }
             case PGRES_PIPELINE_ABORTED:
                 PQclear(result)
-            default:
+            case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
                 if failed == nil {
                     var error = self.error(of: result, message: PQresultErrorMessage(result))
                     error.failedStep = step
                     failed = error
                 }
                 PQclear(result)
-                if isBroken { throw abandoning(failed?.message ?? "the connection was lost") }
+                if isBroken { throw abandoning(failed) }
+            default:
+                // COPY and the like, which a pipeline of these steps cannot read through.
+                PQclear(result)
+                throw abandoning("a step answered in a way a pipeline cannot read")
             }
         }
         guard let sync = PQgetResult(handle), PQresultStatus(sync) == PGRES_PIPELINE_SYNC else {
+            if let failed { throw abandoning(failed) }
             throw abandoning("the pipeline's answer did not end as it should")
         }
         PQclear(sync)
@@ -232,6 +237,15 @@ public final class PostgresConnection {
         isAbandoned = true
         let detail = String(cString: PQerrorMessage(handle))
         return PostgresError(sqlState: "", message: detail.isEmpty ? message : "\(message): \(detail)", isConnectionLost: true)
+    }
+
+    /// `abandoning` for a step's error, which is kept as the server gave it, the connection lost.
+    private func abandoning(_ error: PostgresError?) -> PostgresError {
+        guard let error else { return abandoning("the connection was lost") }
+        isAbandoned = true
+        var lost = PostgresError(sqlState: error.sqlState, message: error.message, isConnectionLost: true)
+        lost.failedStep = error.failedStep
+        return lost
     }
 
     private func failure(_ message: String) -> PostgresError {

@@ -62,6 +62,35 @@ extension ServerSuites {
             #expect(try connection.run(Self.count).integer(0, 0) == 1)
         }
 
+        /// A server that ends the connection mid-pipeline: the error is its own, the connection
+        /// counts as lost (so the pool drops it), and nothing waits for an answer that never comes.
+        @Test func aConnectionEndedByTheServerMidPipelineIsLostWithTheServersReason() throws {
+            let schema = try PostgresTestDatabase()
+            let connection = try connection(schema)
+            let other = try PostgresConnection(url: schema.url)
+            let pid = try connection.pipeline([.sql("SELECT pg_backend_pid()::bigint")])[0].integer(0, 0)
+            let error = #expect(throws: PostgresError.self) {
+                try connection.pipeline([
+                    .statement(Self.count, []),
+                    .statement(
+                        PostgresStatement("pipeline_end", "SELECT pg_terminate_backend($1::int)::int::bigint", parameters: [.integer]),
+                        [.integer(pid)]),
+                    .statement(Self.count, []),
+                ])
+            }
+            _ = other
+            #expect(error?.isConnectionLost == true)
+            #expect(error?.sqlState == "57P01", "\(String(describing: error))")
+            #expect(connection.isBroken)
+        }
+
+        @Test func anEmptyStatementIsAnAnswerWithNoRows() throws {
+            let schema = try PostgresTestDatabase()
+            let connection = try connection(schema)
+            let rows = try connection.pipeline([.sql(""), .statement(Self.count, [])])
+            #expect(rows[0].count == 0 && rows[1].integer(0, 0) == 0)
+        }
+
         @Test func aStatementThatCannotBePreparedFailsItsStepEachTimeAndLeavesTheConnectionUsable() throws {
             let schema = try PostgresTestDatabase()
             let connection = try connection(schema)
