@@ -429,7 +429,7 @@ private final class ServerCore: Sendable {
         let isAdmitted = state.isAdmitted
         state.isAdmitted = false
         state.isAnswering = false
-        workers.submit { [self] in
+        let run: @Sendable () -> Void = { [self] in
             // Not started once shutdown has answered it.
             if waiting.isWaiting(id) {
                 var response = work()
@@ -445,6 +445,8 @@ private final class ServerCore: Sendable {
             }
             answeringRequests.withLock { $0 -= 1 }
         }
+        // With no worker to run it (none could be started), this thread does.
+        if !workers.submit(run) { run() }
         return true
     }
 

@@ -42,17 +42,19 @@ final class WorkerThreads: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    /// Runs `work` on one of the threads, after the work submitted before it has started. After
-    /// `close()`, it is not run.
-    func submit(_ work: @escaping Work) {
+    /// Runs `work` on one of the threads, after the work submitted before it has started; returns
+    /// whether it will. It will not after `close()`, nor when no thread runs and none can be
+    /// started (the system is out of threads): the caller does the work itself.
+    func submit(_ work: @escaping Work) -> Bool {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        guard !isClosed else { return }
+        guard !isClosed else { return false }
+        // A thread more when the work waiting, this one with it, outnumbers the idle threads.
+        if queue.count - head + 1 > idle && started < count && startThread() { started += 1 }
+        guard started > 0 else { return false }
         queue.append(work)
-        if queue.count - head > idle && started < count {
-            if startThread() { started += 1 }
-        }
         pthread_cond_signal(condition)
+        return true
     }
 
     /// Lets the threads end once the work queued now is done; later work is dropped.
