@@ -134,7 +134,7 @@ public final class PostgresServerStore: ServerStore, Sendable {
         var attempt = 0
         while true {
             do {
-                return try retryingOnce { try pool.withConnection { connection in try writeOnce(on: connection, body) } }
+                return try retryingOnce { try writeReleasingLostTicket(body) }
             } catch let error where Self.isWriteConflict(error) && attempt < 8 {
                 attempt += 1
                 usleep(UInt32.random(in: 500...(2_000 * UInt32(attempt))))
@@ -142,7 +142,33 @@ public final class PostgresServerStore: ServerStore, Sendable {
         }
     }
 
-    private func writeOnce<Result>(on connection: PostgresConnection, _ body: (any ServerTransaction) throws -> Result) throws -> Result {
+    /// `writeOnce` on a connection of the pool. A write whose connection was lost after its ticket
+    /// was registered has its ticket removed on another connection, when the database answers:
+    /// otherwise it would hold pulls back for its whole lease. The lost transaction cannot commit
+    /// after that (its ticket's removal would fail), and the caller runs the write again.
+    private func writeReleasingLostTicket<Result>(_ body: (any ServerTransaction) throws -> Result) throws -> Result {
+        var lostTicket: Int64?
+        do {
+            return try pool.withConnection { connection in try writeOnce(on: connection, losingTicket: &lostTicket, body) }
+        } catch let error as PostgresError where error.isConnectionLost {
+            if let lostTicket {
+                try? pool.withConnection { connection in
+                    try connection.execute("DELETE FROM abrova_writing WHERE id = \(lostTicket); \(wakeWatches)")
+                }
+            }
+            throw error
+        }
+    }
+
+    /// Wakes every process's watches: sent at every ticket's end, whatever its write saved, since
+    /// changes of others above the ticket became readable. (The schema's name quoted as a literal.)
+    private var wakeWatches: String { "SELECT pg_notify('\(PostgresCommitListener.channel)', \(Self.literal(schema)))" }
+
+    /// Runs `body` in one write transaction on `connection`; `lostTicket` is set to the write's id
+    /// when the connection is lost once its ticket may be registered.
+    private func writeOnce<Result>(
+        on connection: PostgresConnection, losingTicket lostTicket: inout Int64?, _ body: (any ServerTransaction) throws -> Result
+    ) throws -> Result {
         let writer = Int64.random(in: 1...Int64.max)
         let transaction = PostgresServerTransaction(
             connection: connection, writer: writer, lease: Int64(writerLease / .milliseconds(1)), schema: schema)
@@ -151,16 +177,12 @@ public final class PostgresServerStore: ServerStore, Sendable {
             try transaction.commit()
             return result
         } catch {
-            if transaction.isOpen && !connection.isBroken {
+            if transaction.isOpen && connection.isBroken {
+                lostTicket = writer
+            } else if transaction.isOpen {
                 // One string, so one round trip: the ROLLBACK ends the failed transaction, and the
-                // ticket's removal and the wake-up run in one of their own. (The values are
-                // numbers, and the schema's name quoted as a literal.)
-                try? connection.execute(
-                    """
-                    ROLLBACK;
-                    DELETE FROM abrova_writing WHERE id = \(writer);
-                    SELECT pg_notify('\(PostgresCommitListener.channel)', \(Self.literal(schema)))
-                    """)
+                // ticket's removal and the wake-up run in one of their own.
+                try? connection.execute("ROLLBACK; DELETE FROM abrova_writing WHERE id = \(writer); \(wakeWatches)")
             }
             throw error
         }

@@ -307,6 +307,48 @@ extension ServerSuites.ParallelWriterTests {
         }
     }
 
+    /// A write whose connection is lost once its ticket is registered (the network drops, the
+    /// database restarts) runs again on a new connection and removes the lost try's ticket, which
+    /// would otherwise hold every pull back for its whole lease.
+    @Test func aWriteWhoseConnectionIsLostLeavesNoTicketHoldingPullsBack() async throws {
+        let test = try TestStore(.postgres)
+        let url = try #require(test.postgresURL)
+        let proxy = try Self.delayingProxy(to: url, each: .zero)
+        defer { proxy.stop() }
+        let store = try PostgresServerStore(url: try #require(Self.url(url, through: proxy.port)), maximumConnections: 2)
+        let holding = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let tries = Locked(0)
+        let written = Task {
+            try await onNewThread {
+                try store.write { transaction in
+                    let isFirst = tries.update { count in
+                        count += 1
+                        return count == 1
+                    }
+                    _ = try transaction.client("client-a", of: "ana") // the ticket is registered with it
+                    if isFirst {
+                        holding.signal()
+                        release.wait()
+                    }
+                    let version = try transaction.nextVersion()
+                    try transaction.saveDocument(try self.document("after", at: version), at: self.now)
+                    return version
+                }
+            }
+        }
+        try await onNewThread { holding.wait() }
+        proxy.resetConnections() // the first try's connection is gone, its ticket committed
+        release.signal()
+        let version = try await written.value
+        #expect(tries.value == 2)
+        let tickets = try PostgresConnection(url: url).run(
+            PostgresStatement("count_tickets", "SELECT count(*)::bigint FROM abrova_writing"))
+        #expect(tickets.integer(0, 0) == 0)
+        #expect(try test.store.latestVersion() == version)
+        #expect(try test.store.changes(after: .zero, limit: 10, collections: nil).map(\.key.id) == ["after"])
+    }
+
     /// A proxy to the PostgreSQL server `url` names that delays every chunk `each` way.
     static func delayingProxy(to url: String, each delay: Duration) throws -> FaultProxy {
         let port = try #require(URLComponents(string: url)?.port.flatMap(UInt16.init(exactly:)))
