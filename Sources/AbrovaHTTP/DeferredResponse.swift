@@ -160,8 +160,8 @@ final class WaitingRequests: Sendable {
         }
     }
 
-    /// Whether request `id` still waits for its answer (its client has not hung up, nor has
-    /// shutdown answered it).
+    /// Whether request `id` still waits for its answer: shutdown has not answered it, nor (for a
+    /// deferred request) has its client hung up.
     func isWaiting(_ id: ID) -> Bool {
         state.withLock { $0.suspended[id] != nil }
     }
