@@ -12,6 +12,8 @@
 ///     let workers = WorkerThreads(count: 8)
 ///     workers.submit { answer(query(database)) }
 ///     workers.close() // the queued work still runs; then the threads end
+///
+/// `@unchecked Sendable`: its mutable fields are reached only with its mutex locked.
 final class WorkerThreads: @unchecked Sendable {
     typealias Work = @Sendable () -> Void
 

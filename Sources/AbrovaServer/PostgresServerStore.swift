@@ -527,14 +527,17 @@ private final class PostgresServerTransaction: ServerTransaction {
     }
 
     /// Runs `steps` in one round trip, after the opening steps if the transaction is not yet
-    /// begun and the writes waiting in memory (so that reads see them); returns the rows of `steps`.
+    /// begun, with the writes waiting in memory: before `steps` (so that reads see them), or after
+    /// them when not `writesFirst`. Returns the rows of `steps`.
     ///
     /// - Throws: `WriteConflict` when the ticket's removal or a creation check fails (1 / 0), so
     ///   that the write runs again; `PostgresError`.
-    private func run(_ steps: [PostgresStep]) throws -> [PostgresRows] {
-        let prefix = (isOpen ? [] : opening) + takeUnsent()
+    private func run(_ steps: [PostgresStep], writesFirst: Bool = true) throws -> [PostgresRows] {
+        let unsent = takeUnsent()
+        let prefix = (isOpen ? [] : opening) + (writesFirst ? unsent : [])
         isOpen = true
-        return Array(try pipeline(prefix + steps).dropFirst(prefix.count))
+        let rows = try pipeline(prefix + steps + (writesFirst ? [] : unsent))
+        return Array(rows[prefix.count..<(prefix.count + steps.count)])
     }
 
     /// `connection.pipeline(steps)`, with a failed 1 / 0 check as a `WriteConflict`.
@@ -591,17 +594,12 @@ private final class PostgresServerTransaction: ServerTransaction {
     }
 
     func isUnchanged(after: Version, through last: Version) throws -> Bool {
-        // Asked as if this write's documents were not yet sent (they are sent after it, in the same
-        // round trip): they count as they were.
-        let unsent = takeUnsent()
+        // Asked before this write's documents are sent (after it, in the same round trip): they
+        // count as they were.
         let check = PostgresStep.statement(
             Statements.isUnchanged,
             [.integer(Int64(bitPattern: after.rawValue)), .integer(Int64(bitPattern: last.rawValue)), .integer(writer)])
-        if unsent.isEmpty { return try run([check])[0].integer(0, 0) == 0 }
-        // Not `run`, which would send the writes first.
-        let prefix = isOpen ? [] : opening
-        isOpen = true
-        return try pipeline(prefix + [check] + unsent)[prefix.count].integer(0, 0) == 0
+        return try run([check], writesFirst: false)[0].integer(0, 0) == 0
     }
 
     func document(_ key: DocumentKey) throws -> StoredDocument? {
