@@ -204,7 +204,7 @@ public final class Statement {
             case .null: code = sqlite3_bind_null(handle, index)
             case .integer(let integer): code = sqlite3_bind_int64(handle, index, integer)
             case .real(let real): code = sqlite3_bind_double(handle, index, real)
-            case .text(let text): code = sqlite3_bind_text(handle, index, text, -1, abrova_sqlite_transient())
+            case .text(let text): code = bindText(text, at: index)
             case .blob(let bytes):
                 code = bytes.withUnsafeBytes { buffer in
                     sqlite3_bind_blob(
@@ -213,6 +213,17 @@ public final class Statement {
                 }
             }
             guard code == SQLITE_OK else { throw SQLiteError(connection: database.handle, code: code, sql: sql) }
+        }
+    }
+
+    /// Binds a text from the string's own UTF-8 (passed as a C string, it would be copied first).
+    private func bindText(_ text: String, at index: Int32) -> Int32 {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let start = bytes.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, abrova_sqlite_transient()) }
+            return start.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(handle, index, $0, Int32(bytes.count), abrova_sqlite_transient())
+            }
         }
     }
 
