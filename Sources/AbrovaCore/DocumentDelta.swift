@@ -324,17 +324,19 @@ public struct DocumentDelta: Hashable, Sendable {
             return delta
         }
         var delta = DocumentDelta()
+        // The commonest write, one leaf assigned, needs no ordering and no composing.
+        if assignments.count == 1, removals.isEmpty, setAdd.isEmpty, setRemove.isEmpty, let (path, value) = assignments.first,
+            Self.isLeaf(value)
+        {
+            try delta.assignLeaf(value, at: path, base: base)
+            return delta
+        }
         // The dictionaries are walked in path order: theirs varies from run to run (and between
         // equal dictionaries), and overlapping paths give different deltas in different orders.
         let assignments = Self.inPathOrder(assignments)
         // The common call, leaves at paths that do not overlap, needs no composing.
         if removals.isEmpty, setAdd.isEmpty, setRemove.isEmpty, Self.areSeparateLeaves(assignments) {
-            for (path, value) in assignments {
-                try path.checkNotRoot()
-                try value.validate(at: path, depth: path.depth)
-                delta.assignments[path] = Assignment(value: value, base: base)
-                delta.deepestPath = max(delta.deepestPath, path.depth)
-            }
+            for (path, value) in assignments { try delta.assignLeaf(value, at: path, base: base) }
             return delta
         }
         for path in removals {
@@ -359,11 +361,24 @@ public struct DocumentDelta: Hashable, Sendable {
         return delta
     }
 
+    /// Assigns `value` at `path` as one leaf, in a change that touches no path overlapping it.
+    private mutating func assignLeaf(_ value: Value, at path: FieldPath, base: Version) throws(ValueError) {
+        try path.checkNotRoot()
+        try value.validate(at: path, depth: path.depth)
+        assignments[path] = Assignment(value: value, base: base)
+        deepestPath = max(deepestPath, path.depth)
+    }
+
+    /// Whether `value` is assigned as one leaf: anything but a non-empty map.
+    private static func isLeaf(_ value: Value) -> Bool {
+        if case .map(let entries) = value, !entries.isEmpty { false } else { true }
+    }
+
     /// Whether every value is a leaf (not a non-empty map) and no two paths overlap.
     private static func areSeparateLeaves(_ assignments: [(key: FieldPath, value: Value)]) -> Bool {
         guard assignments.count <= 8 else { return false }
         for (path, value) in assignments {
-            if case .map(let entries) = value, !entries.isEmpty { return false }
+            if !isLeaf(value) { return false }
             if assignments.contains(where: { $0.key != path && $0.key.overlaps(path) }) { return false }
         }
         return true

@@ -190,8 +190,9 @@ package actor LocalStore {
         _ operation: WriteOperation, for key: DocumentKey, asWritten: Bool, alongside: ((Database) throws -> Void)?,
         afterCommit: ((inout StoreMemory) -> Void)? = nil
     ) throws -> (snapshot: DocumentSnapshot, receipt: WriteReceipt) {
-        // Read before the write: its closure runs within an access to `memory`.
-        let hasPendingChange = memory.unsent[key] != nil
+        // Read before the write: its closure runs within an access to `memory`. Only a merge
+        // needs it; other writes skip the lookup.
+        let hasPendingChange = operation.isMerge && memory.unsent[key] != nil
         return try writeTranslated(
             key, requiresExisting: operation.requiresExistingDocument, asWritten: asWritten, alongside: alongside, afterCommit: afterCommit
         ) { document in
@@ -200,7 +201,7 @@ package actor LocalStore {
     }
 
     /// The change an app write makes to `document` (`hasPendingChange`: the device has a change
-    /// of its own to it still unsent).
+    /// of its own to it still unsent; read for a merge alone).
     ///
     /// - Throws: `ValueError` naming the field when a path or a value cannot be stored.
     static func delta(of operation: WriteOperation, on document: CachedDocument, hasPendingChange: Bool) throws(ValueError)
@@ -297,7 +298,7 @@ package actor LocalStore {
         _ operation: WriteOperation, for key: DocumentKey, group: Int64, asWritten: Bool, in database: Database
     ) throws -> (snapshot: DocumentSnapshot, change: PendingChange, viewJSON: String?) {
         try key.validate()
-        let hasPendingChange = memory.unsent[key] != nil
+        let hasPendingChange = operation.isMerge && memory.unsent[key] != nil
         let (delta, view, viewJSON) = try applyToView(key, requiresExisting: operation.requiresExistingDocument) { document in
             try Self.delta(of: operation, on: document, hasPendingChange: hasPendingChange)
         }

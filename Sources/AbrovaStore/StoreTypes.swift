@@ -389,6 +389,12 @@ package enum WriteOperation: Sendable {
     var requiresExistingDocument: Bool {
         if case .update = self { true } else { false }
     }
+
+    /// Whether it merges into the document (the one write whose change depends on whether the
+    /// device has unsent changes to it).
+    var isMerge: Bool {
+        if case .setMerging = self { true } else { false }
+    }
 }
 
 /// What one write did to the queue: the pending change it left, and the change as it was before
