@@ -38,7 +38,9 @@ let package = Package(
         .target(name: "AbrovaLocking"),
         // SQLite from Debian's libsqlite3-dev, shared by the device store and the server's store.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
-        .target(name: "AbrovaSQLite", dependencies: ["CSQLite"]),
+        // A VFS that writes each WAL frame in one call, for the device store's one-page commits.
+        .target(name: "CSQLiteFrames", linkerSettings: [.linkedLibrary("sqlite3")]),
+        .target(name: "AbrovaSQLite", dependencies: ["CSQLite", "CSQLiteFrames"]),
         .target(name: "AbrovaStore", dependencies: ["AbrovaCore", "AbrovaSQLite"]),
         // libpq from Debian's libpq-dev, for servers that share one PostgreSQL database.
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ"),

@@ -1,4 +1,5 @@
 import CSQLite
+import CSQLiteFrames
 
 /// A value SQLite stores.
 public enum SQLiteValue: Hashable, Sendable {
@@ -39,8 +40,14 @@ public final class Database {
     /// - Parameter isExclusive: keep the file locked for this connection alone (`locking_mode=
     ///   EXCLUSIVE`): no file lock is taken per transaction, and no other connection or process can
     ///   use the file while this one is open. For a store that one process owns.
-    public init(path: String, durability: Durability = .normal, isExclusive: Bool = false) throws(SQLiteError) {
-        handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX)
+    /// - Parameter writesFramesWhole: write a transaction's WAL frames in one system call rather
+    ///   than two a frame (its header, then its page), through `CSQLiteFrames`' VFS. The file is
+    ///   the same either way (Spec/storage.md).
+    public init(path: String, durability: Durability = .normal, isExclusive: Bool = false, writesFramesWhole: Bool = false)
+        throws(SQLiteError)
+    {
+        let vfs = writesFramesWhole ? try Self.framesVFS() : nil
+        handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs: vfs)
         // Exclusive mode must be set before WAL is entered, so that the WAL index lives in memory.
         if isExclusive { try execute("PRAGMA locking_mode=EXCLUSIVE") }
         // The first read of the file: a file that is not a database fails here, clearly.
@@ -58,9 +65,20 @@ public final class Database {
         try execute("PRAGMA schema_version") // the first read: a file that is not a database fails here
     }
 
-    private static func open(_ path: String, flags: Int32, busyMilliseconds: Int32 = 5_000) throws(SQLiteError) -> OpaquePointer {
+    /// The name of `CSQLiteFrames`' VFS, registered on first use.
+    private static func framesVFS() throws(SQLiteError) -> String {
+        let code = abrova_frames_vfs_register()
+        guard code == SQLITE_OK else {
+            throw SQLiteError(code: SQLiteResultCode(rawValue: code), message: "the frame-writing VFS cannot be registered", sql: nil)
+        }
+        return String(cString: abrova_frames_vfs_name)
+    }
+
+    private static func open(_ path: String, flags: Int32, busyMilliseconds: Int32 = 5_000, vfs: String? = nil) throws(SQLiteError)
+        -> OpaquePointer
+    {
         var connection: OpaquePointer?
-        let code = sqlite3_open_v2(path, &connection, flags, nil)
+        let code = sqlite3_open_v2(path, &connection, flags, vfs)
         guard code == SQLITE_OK, let connection else {
             let error = SQLiteError(connection: connection, code: code, sql: nil)
             sqlite3_close_v2(connection) // the handle is closed even when opening failed

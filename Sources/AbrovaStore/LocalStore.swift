@@ -54,7 +54,7 @@ package actor LocalStore {
         self.path = path
         do {
             // The app's process owns its store: exclusive locking spares a file lock per transaction.
-            database = try Database(path: path, durability: durability, isExclusive: true)
+            database = try Database(path: path, durability: durability, isExclusive: true, writesFramesWhole: true)
             try database.execute("PRAGMA wal_autocheckpoint=\(Self.checkpointPages)")
             try Schema.migrate(database)
             clientID = try Self.loadOrCreateClientID(database)
