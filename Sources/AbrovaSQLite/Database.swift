@@ -43,13 +43,18 @@ public final class Database {
     /// - Parameter writesFramesWhole: write a transaction's WAL frames in one system call rather
     ///   than two a frame (its header, then its page), through `CSQLiteFrames`' VFS. The file is
     ///   the same either way (Spec/storage.md).
-    public init(path: String, durability: Durability = .normal, isExclusive: Bool = false, writesFramesWhole: Bool = false)
-        throws(SQLiteError)
-    {
+    /// - Parameter newFilePageSize: the page size a new file gets (a power of two from 512 to
+    ///   65,536; SQLite's default is 4,096). A file that exists keeps its own.
+    public init(
+        path: String, durability: Durability = .normal, isExclusive: Bool = false, writesFramesWhole: Bool = false,
+        newFilePageSize: Int? = nil
+    ) throws(SQLiteError) {
         let vfs = writesFramesWhole ? try Self.framesVFS() : nil
         handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs: vfs)
         // Exclusive mode must be set before WAL is entered, so that the WAL index lives in memory.
         if isExclusive { try execute("PRAGMA locking_mode=EXCLUSIVE") }
+        // Before WAL is entered: SQLite takes it for a file with no page yet, and ignores it otherwise.
+        if let newFilePageSize { try execute("PRAGMA page_size=\(newFilePageSize)") }
         // The first read of the file: a file that is not a database fails here, clearly.
         try execute("PRAGMA journal_mode=WAL")
         try execute(durability == .full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")

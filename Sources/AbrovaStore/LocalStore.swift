@@ -41,8 +41,15 @@ package actor LocalStore {
     /// queue, so each checkpoint writes new pages at the file's end and syncs the file: in a run
     /// of writes, the largest single cost. Four times SQLite's default checkpoints a quarter as
     /// often (the benchmark's local writes: 0.83–0.92× of plain upserts before, 0.93–1.01× after),
-    /// for a WAL file of up to 16 MB at 4 KiB pages, folded in and removed when the store closes.
+    /// for a WAL file of up to 8 MB at 2 KiB pages, folded in and removed when the store closes.
     static let checkpointPages = 4_096
+
+    /// The page size of a new store file (SQLite's default is 4 KiB; a file keeps the size it was
+    /// made with). A local write commits a page or two, and each page is a WAL frame that is copied,
+    /// checksummed, synced at the next checkpoint and copied again into the file: half the page,
+    /// half of that. The benchmark's local writes go from 0.90× to 1.09× of plain upserts (which
+    /// keep SQLite's 4 KiB); pulls and initial syncs cost a few percent more (Docs/BENCHMARKS.md).
+    package static let pageSize = 2_048
 
     /// Opens the store at `path`, creating it when there is none, migrating an older one.
     ///
@@ -54,7 +61,8 @@ package actor LocalStore {
         self.path = path
         do {
             // The app's process owns its store: exclusive locking spares a file lock per transaction.
-            database = try Database(path: path, durability: durability, isExclusive: true, writesFramesWhole: true)
+            database = try Database(
+                path: path, durability: durability, isExclusive: true, writesFramesWhole: true, newFilePageSize: Self.pageSize)
             try database.execute("PRAGMA wal_autocheckpoint=\(Self.checkpointPages)")
             try Schema.migrate(database)
             clientID = try Self.loadOrCreateClientID(database)

@@ -981,9 +981,32 @@ func path(_ dotted: String) -> FieldPath { try! FieldPath(dotted) }
             try await store.setData(["n": .int(Int64(index))], for: DocumentKey(collection: "c", id: "d\(index)"))
         }
         let walBytes = try FileManager.default.attributesOfItem(atPath: file + "-wal")[.size] as? Int ?? 0
-        let frameBytes = 24 + 4_096
+        let frameBytes = 24 + LocalStore.pageSize
         #expect(walBytes > 1_400 * frameBytes, "the WAL was folded in at about 1,000 pages (\(walBytes) bytes)")
         #expect(LocalStore.checkpointPages * frameBytes < 20_000_000)
+    }
+
+    @Test func aNewStoreHasSmallPagesAndAnOlderOneKeepsItsOwn() async throws {
+        let pageSize = { (file: String) in try Database(path: file).queryFirst("PRAGMA page_size") { Int($0.integer(0)) } }
+        let new = folder.path("new.sqlite")
+        do {
+            let store = try LocalStore(path: new)
+            try await store.setData(["n": 1], for: DocumentKey(collection: "c", id: "d"))
+        }
+        #expect(try pageSize(new) == LocalStore.pageSize)
+        #expect(LocalStore.pageSize == 2_048)
+
+        // A file made with SQLite's default (as every store was before) keeps it, and works.
+        let older = folder.path("older.sqlite")
+        _ = try LocalStore(path: older, schemaVersion: Schema.currentVersion - 1)
+        do {
+            let store = try LocalStore(path: older)
+            try await store.setData(["n": 2], for: DocumentKey(collection: "c", id: "d"))
+            #expect(try await store.document(DocumentKey(collection: "c", id: "d")).data == ["n": 2])
+        }
+        #expect(try pageSize(older) == 4_096)
+        let reopened = try LocalStore(path: older)
+        #expect(try await reopened.document(DocumentKey(collection: "c", id: "d")).data == ["n": 2])
     }
 
     @Test func theStricterDurabilityCanBeChosen() async throws {
