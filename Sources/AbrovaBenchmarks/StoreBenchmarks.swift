@@ -52,7 +52,7 @@ struct StoreBenchmarks {
     /// Local writes (one field of a 10-field document, each its own transaction) against plain
     /// upserts of the same JSON rows, each its own transaction (`measureWritesAgainstUpserts`), in
     /// SQLite as it comes. Goal: at least 0.9× in each round. Then, reported, against upserts with
-    /// the store's own SQLite settings (2 KiB pages, each commit's frames in one write): what the
+    /// the store's own SQLite settings (2 KiB pages, a WAL frame in one write): what the
     /// store's work costs beside SQLite's.
     private func measureLocalWrites(into report: inout BenchmarkReport) async throws {
         for isTuned in [false, true] {
@@ -72,7 +72,7 @@ struct StoreBenchmarks {
                 isTuned
                     ? BenchmarkRow(
                         name:
-                            "store: local writes against upserts with the store's SQLite settings (2 KiB pages, a commit's frames in one write)",
+                            "store: local writes against upserts with the store's SQLite settings (2 KiB pages, a WAL frame in one write)",
                         figure: figure, baseline: formatRate(baseline, "upserts"), ratio: ours / baseline, goal: "reported (speed ratio)",
                         isGoalMet: nil)
                     : BenchmarkRow(

@@ -40,9 +40,9 @@ public final class Database {
     /// - Parameter isExclusive: keep the file locked for this connection alone (`locking_mode=
     ///   EXCLUSIVE`): no file lock is taken per transaction, and no other connection or process can
     ///   use the file while this one is open. For a store that one process owns.
-    /// - Parameter writesFramesWhole: write a transaction's WAL frames in one system call rather
-    ///   than two a frame (its header, then its page), through `CSQLiteFrames`' VFS. The file is
-    ///   the same either way (Spec/storage.md).
+    /// - Parameter writesFramesWhole: write each WAL frame in one system call rather than two (its
+    ///   header, then its page), through `CSQLiteFrames`' VFS. The file is the same either way
+    ///   (Spec/storage.md).
     /// - Parameter newFilePageSize: the page size a new file gets (a power of two from 512 to
     ///   65,536; SQLite's default is 4,096). A file that exists keeps its own.
     public init(

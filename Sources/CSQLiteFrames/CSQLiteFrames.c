@@ -1,15 +1,15 @@
-// A VFS over the default one that writes each transaction's WAL frames in one call.
+// A VFS over the default one that writes each WAL frame in one call.
 //
-// SQLite appends a frame to the WAL in two writes, the frame's 24-byte header and then its page,
-// and a commit makes two writes a page it changed. Each is a system call, and in a transaction
-// that changes a page or two (a local write) they cost more than the rest of the commit. Here a
-// frame header written right after the file's last write (a frame being appended), and the writes
-// that follow it, are held back and go down as one write once the page of a commit frame (a
-// header whose "database size after commit" is not zero) has been given, or when the held bytes
-// would pass `most_held`; any other call on the file first writes what is held. So the bytes reach
-// the file in the order SQLite wrote them, and all of a commit's are written before its last write
-// returns (SQLite's commit is in the file when it says so, as before). A crash while frames are
-// held loses only frames of a transaction that has not committed, which recovery ignores anyway.
+// SQLite appends a frame to the WAL in two writes, the frame's 24-byte header and then its page
+// at the next offset. Each is a system call, and in a transaction that changes a page or two (a
+// local write) they cost more than the rest of the commit. Here a frame header written where the
+// file's last write ended (a frame being appended) is held back, and goes down with its page as
+// one write; any other call on the file first writes the header alone. So a header is held only
+// between the two writes of one frame: the bytes reach the file in the order SQLite wrote them,
+// every call returns when what SQLite asked of it is done, and a failed write fails the page's
+// write, as it would have. Holding more (a transaction's frames until its commit frame) was tried
+// and is wrong: frames of a transaction that spills and then rolls back stay held after it, with
+// nothing of the WAL's to write them, and are written later over another connection's commit.
 
 #include "CSQLiteFrames.h"
 
@@ -21,20 +21,15 @@ const char *const abrova_frames_vfs_name = "abrova-frames";
 
 /// The size of a WAL frame's header (SQLite's file format).
 enum { frame_header_size = 24 };
-/// The most bytes held back: a larger transaction goes down in writes of at most this size. The
-/// unix VFS writes at most 128 KiB a call (it expects a page and a header at most), and a frame of
-/// the largest page (64 KiB) still fits.
-enum { most_held = 120 * 1024 };
 
 typedef struct {
     sqlite3_file base; // pMethods: frames_methods once the file below is open
     sqlite3_file *below; // the default VFS's file, allocated right after this struct
     int is_wal;
-    sqlite3_int64 held_offset; // where the held bytes go
-    int held_size; // how many bytes are held (0: none)
-    int last_header_commits; // the last held header is a commit frame's
+    int is_holding; // a frame header is held in `buffer`
+    sqlite3_int64 held_offset; // where it goes
     sqlite3_int64 write_end; // where the last call, if a write, ended (-1: the last call was not one)
-    unsigned char *buffer;
+    unsigned char *buffer; // the held header, then room for the page after it
     int buffer_size;
 } frames_file;
 
@@ -43,29 +38,20 @@ static sqlite3_vfs frames_vfs;
 static int registration_result = SQLITE_ERROR;
 static pthread_once_t registration = PTHREAD_ONCE_INIT;
 
-/// Writes what is held, in one write.
+/// Writes the held header, if any, by itself.
 static int write_held(frames_file *file) {
-    if (file->held_size == 0) return SQLITE_OK;
-    int size = file->held_size;
-    file->held_size = 0;
-    file->last_header_commits = 0;
-    return file->below->pMethods->xWrite(file->below, file->buffer, size, file->held_offset);
+    if (!file->is_holding) return SQLITE_OK;
+    file->is_holding = 0;
+    return file->below->pMethods->xWrite(file->below, file->buffer, frame_header_size, file->held_offset);
 }
 
-/// Appends a write to what is held (which it follows); `SQLITE_NOMEM` when there is no room.
-static int hold(frames_file *file, const void *data, int amount, sqlite3_int64 offset) {
-    int needed = file->held_size + amount;
-    if (needed > file->buffer_size) {
-        int size = file->buffer_size < 8192 ? 8192 : file->buffer_size;
-        while (size < needed) size *= 2;
-        unsigned char *grown = sqlite3_realloc(file->buffer, size);
-        if (grown == NULL) return SQLITE_NOMEM;
-        file->buffer = grown;
-        file->buffer_size = size;
-    }
-    if (file->held_size == 0) file->held_offset = offset;
-    memcpy(file->buffer + file->held_size, data, (size_t)amount);
-    file->held_size = needed;
+/// Makes `buffer` hold at least `size` bytes; `SQLITE_NOMEM` when it cannot.
+static int reserve(frames_file *file, int size) {
+    if (size <= file->buffer_size) return SQLITE_OK;
+    unsigned char *grown = sqlite3_realloc(file->buffer, size);
+    if (grown == NULL) return SQLITE_NOMEM;
+    file->buffer = grown;
+    file->buffer_size = size;
     return SQLITE_OK;
 }
 
@@ -88,36 +74,29 @@ static int frames_read(sqlite3_file *handle, void *data, int amount, sqlite3_int
 
 static int frames_write(sqlite3_file *handle, const void *data, int amount, sqlite3_int64 offset) {
     frames_file *file = (frames_file *)handle;
-    // A header is held only when it follows the last write: a frame being appended, whose page
-    // comes next. SQLite also rewrites headers in place once a transaction that wrote a page twice
-    // commits (each after reading its frame); those, the last of a commit among them, go at once.
+    // Only a header that follows the last write is a frame being appended, whose page comes next.
+    // SQLite also rewrites headers in place (once a transaction that wrote a page twice commits,
+    // each after reading its frame); those go at once, the commit frame's among them.
     int is_header = file->is_wal && amount == frame_header_size && offset == file->write_end;
     file->write_end = offset + amount;
-    int follows = file->held_size > 0 && offset == file->held_offset + file->held_size;
-    if (file->held_size > 0 && (!follows || file->held_size + amount > most_held)) {
+    if (file->is_holding) {
+        if (!is_header && offset == file->held_offset + frame_header_size &&
+            reserve(file, frame_header_size + amount) == SQLITE_OK) {
+            memcpy(file->buffer + frame_header_size, data, (size_t)amount);
+            file->is_holding = 0;
+            int size = frame_header_size + amount;
+            return file->below->pMethods->xWrite(file->below, file->buffer, size, file->held_offset);
+        }
         int rc = write_held(file);
         if (rc != SQLITE_OK) return rc;
     }
-    if (is_header) {
-        if (hold(file, data, amount, offset) != SQLITE_OK) {
-            int rc = write_held(file);
-            if (rc != SQLITE_OK) return rc;
-            return file->below->pMethods->xWrite(file->below, data, amount, offset);
-        }
-        const unsigned char *header = data;
-        file->last_header_commits = (header[4] | header[5] | header[6] | header[7]) != 0;
+    if (is_header && reserve(file, frame_header_size) == SQLITE_OK) {
+        memcpy(file->buffer, data, frame_header_size);
+        file->held_offset = offset;
+        file->is_holding = 1;
         return SQLITE_OK;
     }
-    // A page joins the frames held before it; it ends them when its header is a commit frame's.
-    // With nothing held, it goes down at once.
-    if (file->held_size == 0) return file->below->pMethods->xWrite(file->below, data, amount, offset);
-    int ends_commit = file->last_header_commits;
-    if (hold(file, data, amount, offset) != SQLITE_OK) {
-        int rc = write_held(file);
-        if (rc != SQLITE_OK) return rc;
-        return file->below->pMethods->xWrite(file->below, data, amount, offset);
-    }
-    return ends_commit ? write_held(file) : SQLITE_OK;
+    return file->below->pMethods->xWrite(file->below, data, amount, offset);
 }
 
 // Every other call writes what is held first, then passes through.

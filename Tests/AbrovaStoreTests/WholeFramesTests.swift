@@ -12,13 +12,15 @@ import Testing
     /// that spills its pages into the WAL before it commits; one rolled back after spilling),
     /// with a copy of the files taken after each: what a crash at that moment would leave. Each
     /// copy must hold exactly the committed transactions and pass SQLite's integrity check.
-    @Test func aCopyAfterEachCommitHoldsExactlyTheCommittedTransactions() throws {
+    /// In both locking modes: exclusive (the device store's, the WAL index in memory) and normal
+    /// (the WAL index shared, as several connections use it).
+    @Test(arguments: [true, false]) func aCopyAfterEachCommitHoldsExactlyTheCommittedTransactions(isExclusive: Bool) throws {
         let seed =
             ProcessInfo.processInfo.environment["ABROVA_PROPERTY_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 0...UInt64.max)
-        print("whole frames: seed \(seed) (replay with ABROVA_PROPERTY_SEED=\(seed))")
+        print("whole frames (exclusive: \(isExclusive)): seed \(seed) (replay with ABROVA_PROPERTY_SEED=\(seed))")
         var generator = SplitMix64(seed: seed)
-        let file = folder.path("frames.sqlite")
-        let database = try Database(path: file, writesFramesWhole: true)
+        let file = folder.path("frames-\(isExclusive).sqlite")
+        let database = try Database(path: file, isExclusive: isExclusive, writesFramesWhole: true)
         try database.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
         // A small page cache: a large transaction writes pages to the WAL before its commit frame.
         try database.execute("PRAGMA cache_size=8")
@@ -51,18 +53,21 @@ import Testing
                 }
                 model.merge(written) { _, new in new }
             } catch is RolledBack {}
+            // Now and then the WAL is folded into the file and starts again from its beginning.
+            if generator.next() % 8 == 0 { try database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
 
-            let image = folder.url.appendingPathComponent("image-\(step)")
+            let image = folder.url.appendingPathComponent("image-\(isExclusive)-\(step)")
             try FileManager.default.createDirectory(at: image, withIntermediateDirectories: true)
             for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: file + suffix) {
-                try FileManager.default.copyItem(atPath: file + suffix, toPath: image.appendingPathComponent("frames.sqlite" + suffix).path)
+                try FileManager.default.copyItem(atPath: file + suffix, toPath: image.appendingPathComponent("copy.sqlite" + suffix).path)
             }
-            let copy = try Database(path: image.appendingPathComponent("frames.sqlite").path)
+            let copy = try Database(path: image.appendingPathComponent("copy.sqlite").path)
             #expect(try copy.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok", "step \(step), seed \(seed)")
             let rows = try copy.query("SELECT id, body FROM rows") { ($0.integer(0), $0.blob(1) ?? []) }
             let found = Dictionary(rows, uniquingKeysWith: { first, _ in first })
+            let holdsTheCommittedRows = found == model
             #expect(
-                found == model,
+                holdsTheCommittedRows,
                 "step \(step) (kind \(kind)): the copy holds \(Self.summary(found)), not \(Self.summary(model)); seed \(seed)")
             copy.close()
             try FileManager.default.removeItem(at: image)
@@ -71,12 +76,44 @@ import Testing
         let reopened = try Database(path: file)
         let rows = try reopened.query("SELECT id, body FROM rows") { ($0.integer(0), $0.blob(1) ?? []) }
         let found = Dictionary(rows, uniquingKeysWith: { first, _ in first })
-        #expect(found == model, "reopened: \(Self.summary(found)), not \(Self.summary(model)); seed \(seed)")
+        let holdsTheCommittedRows = found == model
+        #expect(holdsTheCommittedRows, "reopened: \(Self.summary(found)), not \(Self.summary(model)); seed \(seed)")
     }
 
     /// Rows as ids, sizes and first bytes, short enough to read in a failure.
     static func summary(_ rows: [Int64: [UInt8]]) -> String {
         rows.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.count) bytes from \($0.value.first ?? 0)" }.joined(separator: ", ")
+    }
+
+    /// A transaction whose pages spill into the WAL and that rolls back leaves nothing behind that
+    /// could later be written over another connection's commit at the same place in the WAL.
+    @Test func aRolledBackSpillLeavesNothingToWriteOverAnotherConnectionsCommit() throws {
+        let file = folder.path("shared.sqlite")
+        let first = try Database(path: file, writesFramesWhole: true)
+        try first.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+        try first.run("INSERT INTO rows (id, body) VALUES (1, zeroblob(100))")
+        try first.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let second = try Database(path: file)
+        try first.execute("PRAGMA cache_size=5")
+        struct RolledBack: Error {}
+        #expect(throws: RolledBack.self) {
+            try first.write { database in
+                for id in 100..<120 { try database.run("INSERT INTO rows (id, body) VALUES (?, randomblob(3000))", [.integer(Int64(id))]) }
+                throw RolledBack()
+            }
+        }
+        try second.write { database in
+            for id in 1_000..<1_010 { try database.run("INSERT INTO rows (id, body) VALUES (?, randomblob(3000))", [.integer(Int64(id))]) }
+        }
+        let ids = { (database: Database) in try database.query("SELECT id FROM rows ORDER BY id") { $0.integer(0) } }
+        #expect(try ids(first) == [1] + Array(1_000..<1_010))
+        #expect(try ids(second) == [1] + Array(1_000..<1_010))
+        #expect(try second.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+        first.close()
+        second.close()
+        let reopened = try Database(path: file)
+        #expect(try reopened.queryFirst("PRAGMA integrity_check") { $0.text(0) } == "ok")
+        #expect(try ids(reopened) == [1] + Array(1_000..<1_010))
     }
 
     /// The same bytes whatever the step, so that a row from another transaction shows.
