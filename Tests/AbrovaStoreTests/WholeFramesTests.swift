@@ -8,6 +8,9 @@ import Testing
 @Suite struct WholeFramesTests {
     let folder = TemporaryFolder()
 
+    /// Thrown from a transaction to roll it back.
+    struct RolledBack: Error {}
+
     /// Seeded transactions of every size (one row; a few; more than the 120 KiB held at once; one
     /// that spills its pages into the WAL before it commits; one rolled back after spilling),
     /// with a copy of the files taken after each: what a crash at that moment would leave. Each
@@ -25,7 +28,6 @@ import Testing
         // A small page cache: a large transaction writes pages to the WAL before its commit frame.
         try database.execute("PRAGMA cache_size=8")
         var model: [Int64: [UInt8]] = [:]
-        struct RolledBack: Error {}
 
         for step in 0..<60 {
             let kind = generator.next() % 5
@@ -95,7 +97,6 @@ import Testing
         try first.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         let second = try Database(path: file)
         try first.execute("PRAGMA cache_size=5")
-        struct RolledBack: Error {}
         #expect(throws: RolledBack.self) {
             try first.write { database in
                 for id in 100..<120 { try database.run("INSERT INTO rows (id, body) VALUES (?, randomblob(3000))", [.integer(Int64(id))]) }
